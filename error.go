@@ -1,0 +1,35 @@
+package boxer
+
+import "fmt"
+
+// Error codes that cross the service's edge. They are part of the API: a
+// client may switch on them, so they never change meaning. internal/api maps
+// each to an HTTP status in one table.
+const (
+	ECodeInvalidJSON         = "invalid_json"
+	ECodeInvalidRequest      = "invalid_request"
+	ECodeUnsupportedLanguage = "unsupported_language"
+	ECodeCodeTooLarge        = "code_too_large"
+	ECodePayloadTooLarge     = "payload_too_large"
+	ECodeUnsupportedMedia    = "unsupported_media_type"
+	ECodeNotFound            = "not_found"
+	ECodeMethodNotAllowed    = "method_not_allowed"
+	ECodeJobIDConflict       = "job_id_conflict"
+	ECodePaymentRequired     = "payment_required"
+	ECodeBusy                = "busy"
+	ECodeUnavailable         = "unavailable"
+	ECodeInternal            = "internal"
+)
+
+// Error is a failure with a stable code and a message fit for the caller.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Errorf returns an *Error with the given code and a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}

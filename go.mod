@@ -1,0 +1,3 @@
+module boxer
+
+go 1.26.8
