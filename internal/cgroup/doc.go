@@ -1,0 +1,52 @@
+// Package cgroup gives each sandbox run its own cgroup: limits (CPU
+// bandwidth, memory without a swap escape, number of tasks), usage (peak
+// memory, OOM kills, CPU time) and a kill that leaves nothing behind.
+//
+// # Shape
+//
+// New detects the cgroup version once, from /proc/self/mountinfo, and returns
+// a Manager; Create returns a Cgroup. Both are interfaces with a v1 and a v2
+// implementation behind them, so the sandbox engine never branches on the
+// version. The only place the difference shows is Cgroup.FD: on v2 the engine
+// starts the child directly inside the cgroup (clone3 CLONE_INTO_CGROUP via
+// SysProcAttr.UseCgroupFD), on v1 it must call Add before the child execs the
+// untrusted program.
+//
+// # Where the cgroups live
+//
+//	<parent>/<Name>/<run>
+//
+// <parent> is the cgroup boxer itself runs in (per controller on v1, read
+// from /proc/self/cgroup) or Options.Parent. boxer never creates cgroups
+// anywhere else, so it works the same under systemd (Delegate=yes), in a
+// container with a private cgroup namespace, and on a developer box.
+// <parent>/<Name> is the base: it never holds a process, only runs, which is
+// what lets CleanupStale remove everything under it after a kill -9.
+//
+// On v2 the "no internal processes" rule forbids enabling controllers for
+// the children of a cgroup that holds processes. If boxer's own cgroup is the
+// parent and enabling fails with EBUSY, New moves boxer (the whole process)
+// into the leaf <parent>/<Name>-supervisor and tries again. This is the one
+// side effect of New outside the base directory.
+//
+// # Killing
+//
+// A run may fork, double-fork into a new session, or ignore signals, so a
+// Kill is of the cgroup, never of a process tree: on v2 one write to
+// cgroup.kill; on v1 (and v2 before Linux 5.14) rounds of freeze, SIGKILL
+// every listed pid, thaw, until the cgroup is empty. Freezing first stops
+// a fork bomb from outrunning the kills and keeps pids from being reused
+// while they are read. Every wait is bounded and ends in an error.
+//
+// # Files and errors
+//
+// Everything is done with plain reads and writes of cgroupfs files; errors
+// name the operation and the file ("cgroup: write <path>: invalid
+// argument") and unwrap to the errno. The filesystem is reached through
+// Options.Root, Options.MountInfo and Options.ProcSelfCgroup, so the v2 code
+// is unit-tested against a fake tree of plain files; the v1 code is tested
+// for real on v1 hosts.
+//
+// There is no package-level state: a Manager is safe for concurrent use, and
+// so is a Cgroup.
+package cgroup

@@ -1,0 +1,298 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// v1Manager keeps the base in each v1 hierarchy. A run is one directory of
+// the same name in each of them.
+type v1Manager struct {
+	fs fsys
+	// bases maps each of v1Controllers to the base directory in its
+	// hierarchy; co-mounted controllers map to the same directory.
+	bases map[string]string
+}
+
+// newV1 creates the base in every hierarchy.
+func newV1(f fsys, l layout, name string) (*v1Manager, error) {
+	m := &v1Manager{fs: f, bases: make(map[string]string)}
+	for c, parent := range l.v1Parents {
+		m.bases[c] = filepath.Join(parent, name)
+	}
+	for _, dir := range distinct(m.bases) {
+		if err := f.mkdir(dir); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, explainMissingParent(err)
+		}
+	}
+	return m, nil
+}
+
+func (m *v1Manager) Version() Version { return V1 }
+
+func (m *v1Manager) Create(name string, r Resources) (_ Cgroup, retErr error) {
+	if err := validName("cgroup name", name); err != nil {
+		return nil, err
+	}
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	c := m.cgroup(name)
+	var made []string
+	defer func() {
+		if retErr != nil {
+			for _, dir := range made {
+				_ = m.fs.rmdir(dir)
+			}
+		}
+	}()
+	for _, dir := range c.distinct {
+		if err := m.fs.mkdir(dir); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return nil, fmt.Errorf("%w (a leftover of an earlier instance? CleanupStale removes those)", err)
+			}
+			return nil, err
+		}
+		made = append(made, dir)
+	}
+	if err := c.Set(r); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// cgroup returns the run cgroup name, without creating it.
+func (m *v1Manager) cgroup(name string) *v1Cgroup {
+	c := &v1Cgroup{fs: m.fs, dirs: make(map[string]string)}
+	for ctl, base := range m.bases {
+		c.dirs[ctl] = filepath.Join(base, name)
+	}
+	c.distinct = distinct(c.dirs)
+	return c
+}
+
+func (m *v1Manager) CleanupStale() error {
+	// The base as a whole is one cgroup per hierarchy: freezing and killing
+	// it takes every stale run with it, and any stray process put in the
+	// base itself.
+	base := &v1Cgroup{fs: m.fs, dirs: m.bases, distinct: distinct(m.bases)}
+	if err := base.Kill(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, dir := range base.distinct {
+		subs, err := subdirs(dir)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, s := range subs {
+			errs = append(errs, m.fs.removeTree(filepath.Join(dir, s)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *v1Manager) Check() error {
+	var problems []error
+	for _, dir := range distinct(m.bases) {
+		if !isDir(dir) {
+			problems = append(problems, fmt.Errorf("cgroup: the base %s is missing; boxer creates it at start, so something removed it since", dir))
+		}
+	}
+	if len(problems) > 0 {
+		return errors.Join(problems...)
+	}
+	return errors.Join(swapEscape(filepath.Join(m.bases["memory"], "memory.memsw.limit_in_bytes")), probe(m))
+}
+
+// v1Cgroup is one run: a directory per hierarchy.
+type v1Cgroup struct {
+	fs fsys
+	// dirs maps each of v1Controllers to the run's directory in its
+	// hierarchy; distinct lists each directory once.
+	dirs     map[string]string
+	distinct []string
+}
+
+func (c *v1Cgroup) Path() string { return c.dirs["memory"] }
+
+func (c *v1Cgroup) FD() (int, bool) { return -1, false }
+
+func (c *v1Cgroup) file(controller, name string) string {
+	return filepath.Join(c.dirs[controller], name)
+}
+
+func (c *v1Cgroup) Set(r Resources) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	if err := c.fs.write(c.file("cpu", "cpu.cfs_period_us"), strconv.Itoa(cfsPeriodUs)); err != nil {
+		return err
+	}
+	if err := c.fs.write(c.file("cpu", "cpu.cfs_quota_us"), strconv.FormatInt(r.cpuQuotaUs(), 10)); err != nil {
+		return err
+	}
+	if err := c.setMemory(r.MemoryBytes); err != nil {
+		return err
+	}
+	// Best effort: swappiness is not writable on every kernel, and with
+	// memsw capped swapping cannot get a run past its limit anyway; it only
+	// keeps a run from being slowed down by swap.
+	_ = c.fs.write(c.file("memory", "memory.swappiness"), "0")
+	pids := "max"
+	if r.Pids > 0 {
+		pids = strconv.Itoa(r.Pids)
+	}
+	return c.fs.write(c.file("pids", "pids.max"), pids)
+}
+
+// setMemory sets memory.limit_in_bytes and, where swap accounting exists,
+// memory.memsw.limit_in_bytes (memory plus swap) to the same value, so swap
+// is no way around the limit. The kernel insists on memsw >= limit at every
+// moment, so a raise writes memsw first and a cut writes the limit first.
+func (c *v1Cgroup) setMemory(bytes int64) error {
+	limitFile := c.file("memory", "memory.limit_in_bytes")
+	memswFile := c.file("memory", "memory.memsw.limit_in_bytes")
+	value := "-1"
+	if bytes > 0 {
+		value = strconv.FormatInt(bytes, 10)
+	}
+	if !exists(memswFile) {
+		return c.fs.write(limitFile, value)
+	}
+	cur, err := readInt(limitFile)
+	if err != nil {
+		return err
+	}
+	order := []string{limitFile, memswFile}
+	if bytes == 0 || bytes > cur {
+		order = []string{memswFile, limitFile}
+	}
+	for _, f := range order {
+		if err := c.fs.write(f, value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *v1Cgroup) Add(pid int) error {
+	for _, dir := range c.distinct {
+		if err := c.fs.write(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *v1Cgroup) Stats() (Stats, error) {
+	peak, err := readInt(c.file("memory", "memory.max_usage_in_bytes"))
+	if err != nil {
+		return Stats{}, err
+	}
+	ooms, err := readKey(c.file("memory", "memory.oom_control"), "oom_kill")
+	if err != nil {
+		return Stats{}, err
+	}
+	cpu, err := readInt(c.file("cpuacct", "cpuacct.usage"))
+	if err != nil {
+		return Stats{}, err
+	}
+	return Stats{MemoryPeak: peak, OOMKills: ooms, CPU: time.Duration(cpu)}, nil
+}
+
+// Kill freezes the cgroup, so that nothing in it can fork or exit while the
+// pids are read, SIGKILLs every process, thaws it so the kills take effect
+// (a frozen task does not die), and repeats until no hierarchy lists a
+// process. v1 has no cgroup.kill.
+func (c *v1Cgroup) Kill() error {
+	freezer := c.file("freezer", "freezer.state")
+	empty := func() (bool, error) {
+		pids, err := c.pids()
+		return len(pids) == 0, err
+	}
+	var stuck bool // the last round's freeze never settled
+	round := func() error {
+		// The freezer dir is missing only in a half-created stale run,
+		// which no process was ever added to.
+		hasFreezer := exists(freezer)
+		if hasFreezer {
+			if err := c.fs.write(freezer, "FROZEN"); err != nil {
+				return err
+			}
+			// A task in uninterruptible sleep can hold off FROZEN; the
+			// kills are sent anyway and land when it wakes.
+			frozen, err := poll(freezeWait, func() (bool, error) {
+				s, err := readFile(freezer)
+				return strings.TrimSpace(s) == "FROZEN", err
+			})
+			if err != nil {
+				return err
+			}
+			stuck = !frozen
+		}
+		pids, err := c.pids()
+		if err != nil {
+			return err
+		}
+		killErr := sigkill(pids)
+		if hasFreezer {
+			if err := c.fs.write(freezer, "THAWED"); err != nil {
+				return errors.Join(killErr, err)
+			}
+		}
+		return killErr
+	}
+	ok, err := killRounds(c.fs.h.killTimeout, empty, round)
+	if err != nil || ok {
+		return err
+	}
+	pids, _ := c.pids()
+	err = fmt.Errorf("cgroup: kill %s: processes %v still there after %v", c.Path(), pids, c.fs.h.killTimeout)
+	if stuck {
+		err = fmt.Errorf("%w (%s never reached FROZEN: a task is stuck in the kernel)", err, freezer)
+	}
+	return err
+}
+
+// pids lists the processes in the run, over every hierarchy and every
+// cgroup below the run's.
+func (c *v1Cgroup) pids() ([]int, error) {
+	var all []int
+	for _, dir := range c.distinct {
+		pids, err := treePids(dir)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, pids...)
+	}
+	return all, nil
+}
+
+func (c *v1Cgroup) Destroy() error {
+	if err := c.Kill(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, dir := range c.distinct {
+		errs = append(errs, c.fs.removeTree(dir))
+	}
+	return errors.Join(errs...)
+}
+
+// distinct returns the directories of dirs, each once, in a stable order.
+func distinct(dirs map[string]string) []string {
+	var out []string
+	for _, d := range dirs {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

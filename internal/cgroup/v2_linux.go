@@ -1,0 +1,334 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// v2Manager keeps the base in the unified hierarchy.
+type v2Manager struct {
+	fs     fsys
+	parent string
+	base   string
+}
+
+// newV2 enables the controllers down to the base and creates it.
+//
+// The "no internal processes" rule: a non-root cgroup cannot both hold
+// processes and enable controllers for its children. The base never holds a
+// process, so enabling in the base is always allowed. Enabling in the parent
+// is not when the parent holds processes, which is the usual case when the
+// parent is boxer's own cgroup (a systemd service's cgroup, a container's).
+// Then boxer moves itself into a leaf next to the base,
+// <parent>/<name>-supervisor, and retries. Only this process is moved: other
+// processes in the parent are not boxer's to move, and if there are any New
+// fails and says so.
+func newV2(f fsys, l layout, name string) (*v2Manager, error) {
+	m := &v2Manager{fs: f, parent: l.v2Parent, base: filepath.Join(l.v2Parent, name)}
+	if err := m.available(); err != nil {
+		return nil, err
+	}
+	err := enableControllers(f, m.parent)
+	if errors.Is(err, unix.EBUSY) && l.v2Self == m.parent {
+		sup := filepath.Join(m.parent, name+"-supervisor")
+		if err := f.mkdir(sup); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		if err := f.write(filepath.Join(sup, "cgroup.procs"), strconv.Itoa(f.h.pid)); err != nil {
+			return nil, err
+		}
+		err = enableControllers(f, m.parent)
+	}
+	if errors.Is(err, unix.EBUSY) {
+		return nil, fmt.Errorf("%w: %s holds processes, and a cgroup with processes cannot enable controllers for its children; give boxer a cgroup of its own (a systemd unit with Delegate=yes) or set Options.Parent to an empty one", err, m.parent)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := f.mkdir(m.base); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	if err := enableControllers(f, m.base); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// available checks that the parent may hand the controllers down at all,
+// which only the cgroup above it (systemd, the container runtime) decides.
+func (m *v2Manager) available() error {
+	file := filepath.Join(m.parent, "cgroup.controllers")
+	s, err := readFile(file)
+	if err != nil {
+		return explainMissingParent(err)
+	}
+	have := strings.Fields(s)
+	var missing []string
+	for _, c := range v2Controllers {
+		if !slices.Contains(have, c) {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("cgroup: boxer needs the %s controllers but %s lists only %q (missing: %s). The cgroup above did not delegate them; under systemd run boxer in a unit with Delegate=yes, in a container give it its own cgroup namespace with the controllers enabled",
+			strings.Join(v2Controllers, ", "), file, strings.Join(have, " "), strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// enableControllers writes to dir's cgroup.subtree_control only the
+// controllers not already enabled there, so that an enabled parent is never
+// written to (and never fails with EBUSY) again.
+func enableControllers(f fsys, dir string) error {
+	file := filepath.Join(dir, "cgroup.subtree_control")
+	s, err := readFile(file)
+	if err != nil {
+		return err
+	}
+	enabled := strings.Fields(s)
+	var add []string
+	for _, c := range v2Controllers {
+		if !slices.Contains(enabled, c) {
+			add = append(add, "+"+c)
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	return f.write(file, strings.Join(add, " "))
+}
+
+func (m *v2Manager) Version() Version { return V2 }
+
+func (m *v2Manager) Create(name string, r Resources) (_ Cgroup, retErr error) {
+	if err := validName("cgroup name", name); err != nil {
+		return nil, err
+	}
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(m.base, name)
+	if err := m.fs.mkdir(dir); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%w (a leftover of an earlier instance? CleanupStale removes those)", err)
+		}
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			_ = m.fs.rmdir(dir)
+		}
+	}()
+	c := &v2Cgroup{fs: m.fs, dir: dir, fd: -1}
+	if err := c.Set(r); err != nil {
+		return nil, err
+	}
+	// A plain read-only directory fd: that is what clone3 takes as
+	// CLONE_INTO_CGROUP's target.
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, newFileError("open", dir, err)
+	}
+	c.fd = fd
+	return c, nil
+}
+
+func (m *v2Manager) CleanupStale() error {
+	// cgroup.kill (and the freezer) act on a whole subtree, so killing the
+	// base kills every stale run at once.
+	if err := killV2(m.fs, m.base); err != nil {
+		return err
+	}
+	subs, err := subdirs(m.base)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, s := range subs {
+		errs = append(errs, m.fs.removeTree(filepath.Join(m.base, s)))
+	}
+	return errors.Join(errs...)
+}
+
+func (m *v2Manager) Check() error {
+	if err := m.available(); err != nil {
+		return err
+	}
+	file := filepath.Join(m.base, "cgroup.subtree_control")
+	s, err := readFile(file)
+	if err != nil {
+		return err
+	}
+	for _, c := range v2Controllers {
+		if !slices.Contains(strings.Fields(s), c) {
+			return fmt.Errorf("cgroup: the %s controller is not enabled in %s, so runs could not be limited by it; something changed it after boxer started", c, file)
+		}
+	}
+	return errors.Join(swapEscape(filepath.Join(m.base, "memory.swap.max")), probe(m))
+}
+
+// v2Cgroup is one run's directory in the unified hierarchy.
+type v2Cgroup struct {
+	fs  fsys
+	dir string
+
+	mu sync.Mutex
+	// fd is the directory fd handed out by FD; -1 once Destroy closed it.
+	fd int
+}
+
+func (c *v2Cgroup) Path() string { return c.dir }
+
+func (c *v2Cgroup) FD() (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fd, c.fd >= 0
+}
+
+func (c *v2Cgroup) file(name string) string { return filepath.Join(c.dir, name) }
+
+func (c *v2Cgroup) Set(r Resources) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	quota := "max"
+	if q := r.cpuQuotaUs(); q > 0 {
+		quota = strconv.FormatInt(q, 10)
+	}
+	if err := c.fs.write(c.file("cpu.max"), quota+" "+strconv.Itoa(cfsPeriodUs)); err != nil {
+		return err
+	}
+	mem := "max"
+	if r.MemoryBytes > 0 {
+		mem = strconv.FormatInt(r.MemoryBytes, 10)
+	}
+	if err := c.fs.write(c.file("memory.max"), mem); err != nil {
+		return err
+	}
+	// No swap at all, limit or not: v2 counts swap apart from memory.max,
+	// so any swap allowance would be memory beyond the limit. The file is
+	// missing when the kernel has no swap support.
+	if swap := c.file("memory.swap.max"); exists(swap) {
+		if err := c.fs.write(swap, "0"); err != nil {
+			return err
+		}
+	}
+	pids := "max"
+	if r.Pids > 0 {
+		pids = strconv.Itoa(r.Pids)
+	}
+	return c.fs.write(c.file("pids.max"), pids)
+}
+
+func (c *v2Cgroup) Add(pid int) error {
+	return c.fs.write(c.file("cgroup.procs"), strconv.Itoa(pid))
+}
+
+func (c *v2Cgroup) Stats() (Stats, error) {
+	var st Stats
+	// memory.peak arrived in Linux 5.19; before it the peak is unknown.
+	if peak := c.file("memory.peak"); exists(peak) {
+		n, err := readInt(peak)
+		if err != nil {
+			return Stats{}, err
+		}
+		st.MemoryPeak = n
+	}
+	ooms, err := readKey(c.file("memory.events"), "oom_kill")
+	if err != nil {
+		return Stats{}, err
+	}
+	st.OOMKills = ooms
+	usec, err := readKey(c.file("cpu.stat"), "usage_usec")
+	if err != nil {
+		return Stats{}, err
+	}
+	st.CPU = time.Duration(usec) * time.Microsecond
+	return st, nil
+}
+
+func (c *v2Cgroup) Kill() error { return killV2(c.fs, c.dir) }
+
+func (c *v2Cgroup) Destroy() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := killV2(c.fs, c.dir); err != nil {
+		return err
+	}
+	if err := c.fs.removeTree(c.dir); err != nil {
+		return err
+	}
+	if c.fd >= 0 {
+		_ = unix.Close(c.fd)
+		c.fd = -1
+	}
+	return nil
+}
+
+// killV2 kills every process in dir's subtree and waits for "populated 0"
+// in cgroup.events. cgroup.kill (Linux 5.14) does it in one write: the
+// kernel also stops the subtree from forking meanwhile. Before it, the
+// subtree is frozen, its processes SIGKILLed and thawed, until it is empty.
+// A missing dir counts as empty.
+func killV2(f fsys, dir string) error {
+	if !isDir(dir) {
+		return nil
+	}
+	events := filepath.Join(dir, "cgroup.events")
+	empty := func() (bool, error) {
+		populated, err := readKey(events, "populated")
+		return populated == 0, err
+	}
+	var ok bool
+	var err error
+	if kill := filepath.Join(dir, "cgroup.kill"); exists(kill) {
+		if done, err := empty(); done || err != nil {
+			return err
+		}
+		if err := f.write(kill, "1"); err != nil {
+			return err
+		}
+		ok, err = poll(f.h.killTimeout, empty)
+	} else {
+		ok, err = killRounds(f.h.killTimeout, empty, func() error { return freezeKillThaw(f, dir) })
+	}
+	if err != nil || ok {
+		return err
+	}
+	pids, _ := treePids(dir)
+	return fmt.Errorf("cgroup: kill %s: still populated after %v, processes %v", dir, f.h.killTimeout, pids)
+}
+
+// freezeKillThaw is one round of the kill for kernels without cgroup.kill.
+// Freezing first means nothing forks or exits while the pids are read and
+// killed; thawing lets the kills take effect.
+func freezeKillThaw(f fsys, dir string) error {
+	freeze := filepath.Join(dir, "cgroup.freeze")
+	events := filepath.Join(dir, "cgroup.events")
+	if err := f.write(freeze, "1"); err != nil {
+		return err
+	}
+	// A task stuck in the kernel can hold off "frozen 1"; kill anyway, the
+	// signal lands when it wakes.
+	if _, err := poll(freezeWait, func() (bool, error) {
+		frozen, err := readKey(events, "frozen")
+		return frozen == 1, err
+	}); err != nil {
+		return err
+	}
+	pids, err := treePids(dir)
+	if err != nil {
+		return err
+	}
+	killErr := sigkill(pids)
+	return errors.Join(killErr, f.write(freeze, "0"))
+}
