@@ -1,0 +1,151 @@
+package sandbox
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"boxer"
+
+	"golang.org/x/sys/unix"
+)
+
+// Artifact size caps.
+type artifactLimits struct {
+	perFile int64
+	total   int64
+}
+
+// collectArtifacts reads the requested files from the work dir.
+//
+// Precondition: every process of the run is dead, so nothing can swap a
+// path component while it is read. Even so each file is opened beneath the
+// work dir's descriptor refusing symlinks, magic links and mount crossings,
+// non-blocking, and must be a regular file: a FIFO or device never blocks
+// or leaks the read.
+func collectArtifacts(work string, paths []string, lim artifactLimits) ([]boxer.Artifact, []boxer.MissingArtifact, error) {
+	if len(paths) == 0 {
+		return nil, nil, nil
+	}
+	dirfd, err := unix.Open(work, unix.O_DIRECTORY|unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open work dir: %w", err)
+	}
+	defer unix.Close(dirfd)
+
+	var (
+		arts    []boxer.Artifact
+		missing []boxer.MissingArtifact
+		total   int64
+	)
+	for _, p := range paths {
+		if err := boxer.CheckRelPath(p); err != nil {
+			missing = append(missing, boxer.MissingArtifact{Path: p, Reason: "refused: path " + err.Error()})
+			continue
+		}
+		data, reason := readArtifact(dirfd, p, min(lim.perFile, lim.total-total))
+		if reason != "" {
+			missing = append(missing, boxer.MissingArtifact{Path: p, Reason: reason})
+			continue
+		}
+		total += int64(len(data))
+		sum := sha256.Sum256(data)
+		arts = append(arts, boxer.Artifact{Path: p, Size: int64(len(data)), Content: data, SHA256: hex.EncodeToString(sum[:])})
+	}
+	return arts, missing, nil
+}
+
+// readArtifact returns the file's bytes, or the reason it was not read.
+func readArtifact(dirfd int, p string, limit int64) ([]byte, string) {
+	fd, err := openBeneath(dirfd, p)
+	if err != nil {
+		return nil, openReason(err)
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, "refused: cannot stat"
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFDIR:
+		return nil, "refused: is a directory"
+	case unix.S_IFIFO:
+		return nil, "refused: is a FIFO"
+	case unix.S_IFSOCK:
+		return nil, "refused: is a socket"
+	default:
+		return nil, "refused: not a regular file"
+	}
+	if st.Size > limit {
+		return nil, fmt.Sprintf("refused: larger than the artifact limit (%d bytes)", limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, "refused: read failed"
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Sprintf("refused: larger than the artifact limit (%d bytes)", limit)
+	}
+	return data, ""
+}
+
+const openFlags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOFOLLOW | unix.O_NOCTTY | unix.O_CLOEXEC
+
+// openBeneath opens p below dirfd without following any symlink.
+func openBeneath(dirfd int, p string) (int, error) {
+	fd, err := unix.Openat2(dirfd, p, &unix.OpenHow{
+		Flags: openFlags,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS |
+			unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if !errors.Is(err, unix.ENOSYS) {
+		return fd, err
+	}
+	return openByComponent(dirfd, p) // kernels before 5.6
+}
+
+// openByComponent walks p one component at a time with O_NOFOLLOW.
+func openByComponent(dirfd int, p string) (int, error) {
+	parts := strings.Split(p, "/")
+	cur := dirfd
+	for i, part := range parts {
+		flags := unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if i == len(parts)-1 {
+			flags = openFlags
+		}
+		fd, err := unix.Openat(cur, part, flags, 0)
+		if cur != dirfd {
+			unix.Close(cur)
+		}
+		if err != nil {
+			return -1, err
+		}
+		cur = fd
+	}
+	return cur, nil
+}
+
+func openReason(err error) string {
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return "not found"
+	case errors.Is(err, unix.ELOOP):
+		return "refused: path goes through a symlink"
+	case errors.Is(err, unix.EXDEV):
+		return "refused: path leaves the work dir"
+	case errors.Is(err, unix.ENOTDIR):
+		return "not found: a parent is not a directory"
+	case errors.Is(err, unix.ENXIO):
+		return "refused: is a socket"
+	case errors.Is(err, unix.EACCES):
+		return "refused: permission denied (device or unreadable file)"
+	default:
+		return "refused: " + err.Error()
+	}
+}

@@ -1,0 +1,67 @@
+package sandbox
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	"boxer"
+)
+
+// Artifacts come back from the work dir only; everything else is refused
+// with a reason.
+func TestArtifacts(t *testing.T) {
+	e := newTestEngine(t, func(c *Config) { c.ArtifactBytes = 1 << 20 })
+	code := `
+import os, socket
+os.makedirs("output", exist_ok=True)
+open("output/result.txt", "w").write("hello")
+open("bin.dat", "wb").write(bytes(range(256)))
+os.symlink("/etc/passwd", "link_to_host")
+os.symlink("output", "dir_link")
+os.mkfifo("fifo")
+s = socket.socket(socket.AF_UNIX); s.bind("sock")
+open("big", "wb").write(b"x" * (2 << 20))
+os.mkdir("adir")
+`
+	res := runJob(t, e, &boxer.Job{
+		Argv:  []string{"python", "main.py"},
+		Files: []boxer.File{{Path: "main.py", Content: []byte(code)}},
+		Artifacts: []string{"output/result.txt", "bin.dat", "missing.txt", "link_to_host", "dir_link/result.txt",
+			"fifo", "sock", "big", "adir", "../etc/passwd", "/etc/passwd", "a/../bin.dat", "main.py"},
+	})
+	if res.Status != boxer.StatusOK {
+		t.Fatalf("status %s: %s", res.Status, res.Stderr.Data)
+	}
+	got := map[string]string{}
+	for _, a := range res.Artifacts {
+		sum := sha256.Sum256(a.Content)
+		if a.SHA256 != hex.EncodeToString(sum[:]) || a.Size != int64(len(a.Content)) {
+			t.Errorf("%s: size/sha256 do not match the content", a.Path)
+		}
+		got[a.Path] = "ok:" + string(a.Content[:min(5, len(a.Content))])
+	}
+	for _, m := range res.MissingArtifacts {
+		got[m.Path] = m.Reason
+	}
+	for path, want := range map[string]string{
+		"output/result.txt":   "ok:hello",
+		"bin.dat":             "ok:\x00\x01\x02\x03\x04",
+		"main.py":             "ok:\nimpo",
+		"missing.txt":         "not found",
+		"link_to_host":        "symlink",
+		"dir_link/result.txt": "symlink",
+		"fifo":                "FIFO",
+		"sock":                "socket",
+		"big":                 "larger than",
+		"adir":                "directory",
+		"../etc/passwd":       "'..'",
+		"/etc/passwd":         "absolute",
+		"a/../bin.dat":        "'..'",
+	} {
+		if !strings.Contains(got[path], want) {
+			t.Errorf("%s: got %q, want it to contain %q", path, got[path], want)
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"boxer"
+)
+
+// Config is the engine's configuration. The zero value of a field means its
+// default (see Defaults).
+type Config struct {
+	// StateDir holds one directory per live sandbox (its root mount point
+	// and work-dir tmpfs). It must be on a local filesystem and every
+	// directory above it must be searchable by others (mode o+x), because
+	// a sandbox's pid 1 runs as an unprivileged host uid. Default /run/boxer.
+	StateDir string
+	// Python is the host interpreter the "python" runtime runs. Default
+	// /usr/bin/python3.
+	Python string
+	// ExtraBinds are more host paths made visible read-only in every
+	// sandbox, e.g. a virtualenv's site-packages.
+	ExtraBinds []string
+	// CgroupParent places per-run cgroups under this cgroup (a path
+	// relative to the hierarchy's root) instead of the one boxer runs in.
+	CgroupParent string
+	// CgroupName is the directory under the parent that holds the runs.
+	CgroupName string
+	// IDBase is the first host uid/gid given to sandboxes. Each live
+	// sandbox takes two consecutive ids (its root, its program) from
+	// [IDBase, IDBase+2*MaxSandboxes); nothing else on the host should
+	// use them. Default 1,500,000,000.
+	IDBase uint32
+	// MaxSandboxes bounds how many sandboxes may exist at once.
+	MaxSandboxes int
+	// TmpInodes caps the inodes of each tmpfs (work dir, /tmp, /dev/shm):
+	// without it a run can fill kernel memory with empty files.
+	TmpInodes int64
+	// ArtifactBytes caps one artifact; ArtifactsTotalBytes all of a run's.
+	ArtifactBytes       int64
+	ArtifactsTotalBytes int64
+	// Limits fills in what a job leaves unset.
+	Limits boxer.Limits
+	// NoSeccomp switches the syscall filter off. It exists for the attack
+	// suite's sabotage runs, which prove each test can fail; boxer doctor
+	// and serve report it loudly.
+	NoSeccomp bool
+	Logger    *slog.Logger
+}
+
+// WithDefaults returns c with every unset field given its default.
+func (c Config) WithDefaults() Config {
+	if c.StateDir == "" {
+		c.StateDir = "/run/boxer"
+	}
+	if c.Python == "" {
+		c.Python = "/usr/bin/python3"
+	}
+	if c.CgroupName == "" {
+		c.CgroupName = "boxer"
+	}
+	if c.IDBase == 0 {
+		c.IDBase = 1_500_000_000
+	}
+	if c.MaxSandboxes == 0 {
+		c.MaxSandboxes = 1024
+	}
+	if c.TmpInodes == 0 {
+		c.TmpInodes = 16384
+	}
+	if c.ArtifactBytes == 0 {
+		c.ArtifactBytes = 16 << 20
+	}
+	if c.ArtifactsTotalBytes == 0 {
+		c.ArtifactsTotalBytes = 64 << 20
+	}
+	c.Limits = c.Limits.WithDefaults(boxer.DefaultLimits())
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports a configuration the engine cannot run with.
+func (c Config) Validate() error {
+	var errs []error
+	if !filepath.IsAbs(c.StateDir) {
+		errs = append(errs, fmt.Errorf("state dir %q: must be an absolute path", c.StateDir))
+	}
+	if !filepath.IsAbs(c.Python) {
+		errs = append(errs, fmt.Errorf("python %q: must be an absolute path", c.Python))
+	}
+	for _, b := range c.ExtraBinds {
+		if !filepath.IsAbs(b) {
+			errs = append(errs, fmt.Errorf("extra bind %q: must be an absolute path", b))
+		}
+	}
+	if c.MaxSandboxes < 1 {
+		errs = append(errs, errors.New("max sandboxes: must be at least 1"))
+	}
+	if uint64(c.IDBase)+2*uint64(c.MaxSandboxes) >= 1<<32-1 {
+		errs = append(errs, errors.New("id base: the id range must end below 4294967295"))
+	}
+	if err := ValidateLimits(c.Limits); err != nil {
+		errs = append(errs, fmt.Errorf("default limits: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateLimits reports limits the engine cannot enforce. The API applies
+// its own, narrower ranges before a job reaches the engine.
+func ValidateLimits(l boxer.Limits) error {
+	var errs []error
+	if l.WallTime < boxer.MinWallTime {
+		errs = append(errs, fmt.Errorf("wall time %v: must be at least %v", l.WallTime, boxer.MinWallTime))
+	}
+	if l.CPUs < 0.01 || l.CPUs > 1024 {
+		errs = append(errs, fmt.Errorf("cpus %v: must be between 0.01 and 1024", l.CPUs))
+	}
+	if l.MemoryBytes < 16<<20 {
+		errs = append(errs, fmt.Errorf("memory %d bytes: must be at least 16 MiB", l.MemoryBytes))
+	}
+	if l.Pids < 8 {
+		errs = append(errs, fmt.Errorf("pids %d: must be at least 8", l.Pids))
+	}
+	if l.OutputBytes < 0 || l.FileSizeBytes < 1 || l.DiskBytes < 1<<20 {
+		errs = append(errs, errors.New("output, file size and disk limits must be positive (disk at least 1 MiB)"))
+	}
+	if l.OpenFiles < 16 {
+		errs = append(errs, fmt.Errorf("open files %d: must be at least 16", l.OpenFiles))
+	}
+	return errors.Join(errs...)
+}

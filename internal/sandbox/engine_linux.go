@@ -1,0 +1,208 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"boxer"
+	"boxer/internal/cgroup"
+	"boxer/internal/sandbox/nsinit"
+	"boxer/internal/seccomp"
+
+	"golang.org/x/sys/unix"
+)
+
+// Engine runs jobs in fresh sandboxes. It implements boxer.Runner and is
+// safe for concurrent use.
+type Engine struct {
+	cfg     Config
+	log     *slog.Logger
+	cgroups cgroup.Manager
+	runtime *Runtime
+	setup   nsinit.Setup // shared part of every sandbox's Setup
+	filter  []byte       // the marshalled seccomp program
+	ids     *idPool
+	runsDir string
+	lock    *os.File // flock on the state dir: one engine per state dir
+}
+
+var _ boxer.Runner = (*Engine)(nil)
+
+// New checks the host, cleans up after a previous instance that died, and
+// returns an engine ready to run jobs.
+func New(ctx context.Context, cfg Config) (_ *Engine, retErr error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, log: cfg.Logger, ids: newIDPool(cfg.IDBase, cfg.MaxSandboxes)}
+	defer func() {
+		if retErr != nil {
+			e.Close()
+		}
+	}()
+	if err := e.openStateDir(); err != nil {
+		return nil, err
+	}
+	cg, err := cgroup.New(cgroup.Options{Parent: cfg.CgroupParent, Name: cfg.CgroupName})
+	if err != nil {
+		return nil, fmt.Errorf("cgroups: %w", err)
+	}
+	e.cgroups = cg
+	if err := cg.CleanupStale(); err != nil {
+		return nil, fmt.Errorf("cgroups: clean up a previous instance: %w", err)
+	}
+	e.runtime, err = ProbePython(ctx, cfg.Python, cfg.ExtraBinds)
+	if err != nil {
+		return nil, err
+	}
+	e.setup = setupTemplate(e.runtime, cfg.TmpInodes)
+	if !cfg.NoSeccomp {
+		f, err := seccomp.Build(seccomp.Default())
+		if err != nil {
+			return nil, fmt.Errorf("seccomp: %w", err)
+		}
+		e.filter = f.Marshal()
+	}
+	return e, nil
+}
+
+// openStateDir creates the state dir, takes its lock and removes what a
+// previous instance left behind (it may have been killed mid-run).
+func (e *Engine) openStateDir() error {
+	dir := e.cfg.StateDir
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	if err := searchable(dir); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("state dir lock: %w", err)
+	}
+	e.lock = lock
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return fmt.Errorf("state dir %s is in use by another boxer: %w", dir, err)
+	}
+	e.runsDir = filepath.Join(dir, "runs")
+	if err := os.MkdirAll(e.runsDir, 0o711); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	entries, err := os.ReadDir(e.runsDir)
+	if err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	for _, ent := range entries {
+		p := filepath.Join(e.runsDir, ent.Name())
+		if err := unmountWork(filepath.Join(p, "work")); err != nil {
+			return fmt.Errorf("clean up %s: %w", p, err)
+		}
+		if err := os.RemoveAll(p); err != nil {
+			return fmt.Errorf("clean up %s: %w", p, err)
+		}
+		e.log.Info("removed a sandbox left by a previous instance", "dir", p)
+	}
+	return nil
+}
+
+// searchable checks that every directory from / to dir lets others through:
+// a sandbox's pid 1 walks to its mount points as an unprivileged host uid.
+func searchable(dir string) error {
+	for p := dir; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("%s is not searchable by others (mode %v); sandboxes could not reach their mount points", p, fi.Mode().Perm())
+		}
+		if p == "/" {
+			return nil
+		}
+	}
+}
+
+// Runtime describes the interpreter the engine runs.
+func (e *Engine) Runtime() Runtime { return *e.runtime }
+
+// CgroupVersion reports which cgroup hierarchy the engine uses.
+func (e *Engine) CgroupVersion() cgroup.Version { return e.cgroups.Version() }
+
+// SeccompEnabled reports whether programs run under the syscall filter.
+func (e *Engine) SeccompEnabled() bool { return len(e.filter) > 0 }
+
+// Run runs job in a fresh sandbox and destroys the sandbox afterwards.
+func (e *Engine) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
+	t0 := time.Now()
+	lim := job.Limits.WithDefaults(e.cfg.Limits)
+	if err := ValidateLimits(lim); err != nil {
+		return nil, boxer.Errorf(boxer.ECodeInvalidRequest, "%v", err)
+	}
+	path, err := e.resolve(job.Argv)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := e.prepare(ctx, lim)
+	if err != nil {
+		return nil, err
+	}
+	defer sb.destroy()
+	t1 := time.Now()
+	res, err := sb.run(ctx, job, lim, path)
+	if err != nil {
+		return nil, err
+	}
+	res.Timing.Acquire = t1.Sub(t0)
+	res.Timing.Run = res.Wall
+	res.Timing.Collect = time.Since(t1) - res.Wall
+	return res, nil
+}
+
+// resolve maps argv[0] to the executable's path inside the sandbox: the
+// runtime's names ("python", "python3") to its interpreter, an absolute
+// path to itself, and a bare name to /usr/bin.
+func (e *Engine) resolve(argv []string) (string, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return "", boxer.Errorf(boxer.ECodeInvalidRequest, "command is empty")
+	}
+	for _, a := range argv {
+		if strings.ContainsRune(a, 0) {
+			return "", boxer.Errorf(boxer.ECodeInvalidRequest, "command contains a NUL byte")
+		}
+	}
+	switch name := argv[0]; {
+	case slices.Contains(e.runtime.Aliases, name):
+		return e.runtime.Path, nil
+	case filepath.IsAbs(name):
+		return name, nil
+	case !strings.Contains(name, "/"):
+		return "/usr/bin/" + name, nil
+	default:
+		return filepath.Join(WorkDir, name), nil
+	}
+}
+
+func (e *Engine) artifactLimits() artifactLimits {
+	return artifactLimits{perFile: e.cfg.ArtifactBytes, total: e.cfg.ArtifactsTotalBytes}
+}
+
+// Close releases the state dir. Sandboxes still running are the caller's
+// to cancel first.
+func (e *Engine) Close() error {
+	var errs []error
+	if e.lock != nil {
+		errs = append(errs, e.lock.Close())
+	}
+	return errors.Join(errs...)
+}

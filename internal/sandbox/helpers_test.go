@@ -1,0 +1,78 @@
+package sandbox
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"boxer"
+)
+
+// newTestEngine starts an engine with its own state dir and cgroup, so
+// tests never touch a running boxer's. It needs root: sandboxes are real.
+func newTestEngine(t *testing.T, mod func(*Config)) *Engine {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the sandbox engine needs root (namespaces, cgroups, mounts)")
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3 on this host")
+	}
+	// The state dir must sit below directories others can search, which
+	// t.TempDir() (mode 0700) is not.
+	dir, err := os.MkdirTemp("/run", "boxer-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		StateDir:   dir,
+		CgroupName: filepath.Base(dir),
+		Logger:     slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	e, err := New(context.Background(), cfg)
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		e.Close()
+		os.RemoveAll(dir)
+		removeCgroupBases(cfg.CgroupName)
+	})
+	return e
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// runPy runs a Python script as main.py with the given limits.
+func runPy(t *testing.T, e *Engine, code string, lim boxer.Limits) *boxer.Result {
+	t.Helper()
+	return runJob(t, e, &boxer.Job{
+		Argv:   []string{"python", "main.py"},
+		Files:  []boxer.File{{Path: "main.py", Content: []byte(code)}},
+		Limits: lim,
+	})
+}
+
+func runJob(t *testing.T, e *Engine, job *boxer.Job) *boxer.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := e.Run(ctx, job)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return res
+}

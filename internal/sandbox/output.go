@@ -1,0 +1,46 @@
+package sandbox
+
+import (
+	"io"
+
+	"boxer"
+)
+
+// capture reads a stream to EOF, keeping the first limit bytes and counting
+// the rest. It never stops reading: a program is never blocked on a full
+// pipe, nor killed for talking.
+type capture struct {
+	limit int64
+	out   boxer.Output
+	done  chan struct{}
+}
+
+func startCapture(r io.ReadCloser, limit int64) *capture {
+	c := &capture{limit: limit, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		defer r.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := r.Read(buf)
+			if keep := min(int64(n), c.limit-int64(len(c.out.Data))); keep > 0 {
+				c.out.Data = append(c.out.Data, buf[:keep]...)
+			}
+			c.out.Bytes += int64(n)
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return c
+}
+
+// wait returns the captured output once the stream has hit EOF.
+func (c *capture) wait() boxer.Output {
+	<-c.done
+	c.out.Truncated = c.out.Bytes > int64(len(c.out.Data))
+	if c.out.Data == nil {
+		c.out.Data = []byte{}
+	}
+	return c.out
+}

@@ -1,0 +1,294 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"boxer"
+	"boxer/internal/cgroup"
+	"boxer/internal/sandbox/nsinit"
+
+	"golang.org/x/sys/unix"
+)
+
+// setupTimeout bounds how long a sandbox may take to become ready or to
+// start its program; past it the sandbox is broken, not slow.
+const setupTimeout = 15 * time.Second
+
+// cloneFlags are the namespaces every sandbox gets. The cgroup namespace is
+// added by pid 1 itself once it sits in its run's cgroup.
+const cloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+	unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
+
+// sandbox is one prepared or running sandbox: its pid 1, the pipes to it,
+// its cgroup and its directories. It serves exactly one job.
+type sandbox struct {
+	e    *Engine
+	id   string
+	slot int
+	dir  string // <state>/runs/<id>
+	work string // <dir>/work, a tmpfs
+	cg   cgroup.Cgroup
+	cmd  *exec.Cmd
+
+	spec    *os.File           // write end of the spec pipe
+	reports chan nsinit.Report // closed when pid 1 closes its report pipe
+	exited  chan struct{}      // closed once pid 1 is reaped
+	stdin   *os.File           // write end of the program's stdin
+	stdout  *os.File           // read end of the program's stdout
+	stderr  *os.File           // read end of the program's stderr
+}
+
+// prepare builds a sandbox up to the point where it waits for its job:
+// namespaces, root filesystem and cgroup exist; no program runs yet.
+func (e *Engine) prepare(ctx context.Context, lim boxer.Limits) (sb *sandbox, retErr error) {
+	slot, err := e.ids.get()
+	if err != nil {
+		return nil, err
+	}
+	sb = &sandbox{e: e, id: newID(), slot: slot}
+	sb.dir = filepath.Join(e.runsDir, sb.id)
+	sb.work = filepath.Join(sb.dir, "work")
+	defer func() {
+		if retErr != nil {
+			sb.destroy()
+		}
+	}()
+	// 0711: the sandbox's pid 1, an unprivileged host uid, must be able to
+	// reach the mount points below by path, and nothing more.
+	if err := os.Mkdir(sb.dir, 0o711); err != nil {
+		return sb, fmt.Errorf("create sandbox dir: %w", err)
+	}
+	for _, d := range []string{"root", "work"} {
+		if err := os.Mkdir(filepath.Join(sb.dir, d), 0o700); err != nil {
+			return sb, fmt.Errorf("create sandbox dir: %w", err)
+		}
+	}
+	if err := mountWork(sb.work, e.ids.user(slot), lim.DiskBytes, e.cfg.TmpInodes); err != nil {
+		return sb, err
+	}
+	sb.cg, err = e.cgroups.Create(sb.id, resources(lim))
+	if err != nil {
+		return sb, fmt.Errorf("create cgroup: %w", err)
+	}
+	if err := sb.startInit(); err != nil {
+		return sb, err
+	}
+	setup := e.setup
+	setup.Root = filepath.Join(sb.dir, "root")
+	setup.Work = sb.work
+	setup.TmpBytes = lim.DiskBytes
+	if err := json.NewEncoder(sb.spec).Encode(&setup); err != nil {
+		return sb, fmt.Errorf("send setup: %w", err)
+	}
+	if _, err := sb.await(ctx, nsinit.EventReady); err != nil {
+		return sb, err
+	}
+	return sb, nil
+}
+
+// startInit starts pid 1 and wires its pipes.
+func (sb *sandbox) startInit() error {
+	e := sb.e
+	var parentEnds, childEnds []*os.File
+	defer func() {
+		for _, f := range childEnds {
+			f.Close()
+		}
+	}()
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err != nil {
+			return nil, nil, fmt.Errorf("pipe: %w", err)
+		}
+		return r, w, nil
+	}
+	specR, specW, err := pipe()
+	if err != nil {
+		return err
+	}
+	repR, repW, err := pipe()
+	if err != nil {
+		return err
+	}
+	inR, inW, err := pipe()
+	if err != nil {
+		return err
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		return err
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		return err
+	}
+	childEnds = []*os.File{specR, repW, inR, outW, errW}
+	parentEnds = []*os.File{specW, repR, inW, outR, errR}
+	sb.spec, sb.stdin, sb.stdout, sb.stderr = specW, inW, outR, errR
+
+	root, user := int(e.ids.root(sb.slot)), int(e.ids.user(sb.slot))
+	attr := &syscall.SysProcAttr{
+		Cloneflags: cloneFlags,
+		UidMappings: []syscall.SysProcIDMap{
+			{ContainerID: 0, HostID: root, Size: 1},
+			{ContainerID: UID, HostID: user, Size: 1},
+		},
+		GidMappings: []syscall.SysProcIDMap{
+			{ContainerID: 0, HostID: root, Size: 1},
+			{ContainerID: UID, HostID: user, Size: 1},
+		},
+		// setgroups stays allowed only so that pid 1 can empty the
+		// supplementary groups it would otherwise inherit from boxer.
+		GidMappingsEnableSetgroups: true,
+		Credential:                 &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}},
+		// If boxer dies, pid 1 dies, and with it the PID namespace.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if fd, ok := sb.cg.FD(); ok {
+		attr.UseCgroupFD, attr.CgroupFD = true, fd
+	}
+	sb.cmd = &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{nsinit.Arg0},
+		Env:         []string{}, // pid 1's environ is readable in the sandbox: keep it empty
+		Stderr:      repW,
+		ExtraFiles:  []*os.File{specR, repW, inR, outW, errW},
+		SysProcAttr: attr,
+	}
+	if err := sb.cmd.Start(); err != nil {
+		for _, f := range parentEnds {
+			f.Close()
+		}
+		sb.spec, sb.stdin, sb.stdout, sb.stderr = nil, nil, nil, nil
+		return fmt.Errorf("start sandbox init: %w", err)
+	}
+	sb.exited = make(chan struct{})
+	go func() {
+		_ = sb.cmd.Wait()
+		close(sb.exited)
+	}()
+	if _, ok := sb.cg.FD(); !ok {
+		if err := sb.cg.Add(sb.cmd.Process.Pid); err != nil {
+			return fmt.Errorf("move sandbox init into its cgroup: %w", err)
+		}
+	}
+	sb.reports = make(chan nsinit.Report, 4)
+	go readReports(repR, sb.reports)
+	return nil
+}
+
+// readReports decodes pid 1's reports until it closes the pipe. A line that
+// is not a report (a Go panic in pid 1) becomes an error report.
+func readReports(r *os.File, out chan<- nsinit.Report) {
+	defer close(out)
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 4096), 1<<20)
+	for sc.Scan() {
+		var rep nsinit.Report
+		if err := json.Unmarshal(sc.Bytes(), &rep); err != nil || rep.Event == "" {
+			rep = nsinit.Report{Event: nsinit.EventError, Step: "sandbox init", Msg: sc.Text()}
+		}
+		out <- rep
+	}
+}
+
+// await waits for pid 1 to report event. An error report, pid 1's death or
+// the setup timeout is an error: the sandbox cannot be used.
+func (sb *sandbox) await(ctx context.Context, event string) (nsinit.Report, error) {
+	t := time.NewTimer(setupTimeout)
+	defer t.Stop()
+	select {
+	case rep, ok := <-sb.reports:
+		switch {
+		case !ok:
+			return rep, errors.New("sandbox init exited during setup")
+		case rep.Event == nsinit.EventError:
+			return rep, &SetupError{Step: rep.Step, Errno: syscall.Errno(rep.Errno), Msg: rep.Msg}
+		case rep.Event != event:
+			return rep, fmt.Errorf("sandbox init: got %q, want %q", rep.Event, event)
+		}
+		return rep, nil
+	case <-t.C:
+		return nsinit.Report{}, fmt.Errorf("sandbox init: no %q within %v", event, setupTimeout)
+	case <-ctx.Done():
+		return nsinit.Report{}, ctx.Err()
+	}
+}
+
+// SetupError is a failed step of the sandbox's child side.
+type SetupError struct {
+	Step  string
+	Errno syscall.Errno
+	Msg   string
+}
+
+func (e *SetupError) Error() string { return "sandbox setup: " + e.Msg }
+func (e *SetupError) Unwrap() error { return e.Errno }
+
+// kill ends every process of the sandbox: SIGKILL to pid 1 takes the whole
+// PID namespace with it. It is idempotent.
+func (sb *sandbox) kill() {
+	if sb.cmd != nil && sb.cmd.Process != nil {
+		_ = sb.cmd.Process.Signal(syscall.SIGKILL)
+	}
+}
+
+// destroy kills what runs and removes every trace of the sandbox: processes,
+// cgroup, mounts, directories, its id slot. It logs what it cannot undo.
+func (sb *sandbox) destroy() {
+	log := sb.e.log.With("sandbox", sb.id)
+	if sb.spec != nil {
+		sb.spec.Close()
+	}
+	if sb.cmd != nil && sb.cmd.Process != nil {
+		sb.kill()
+		<-sb.exited
+	}
+	for _, f := range []*os.File{sb.stdin, sb.stdout, sb.stderr} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	leaked := false
+	if sb.cg != nil {
+		if err := sb.cg.Destroy(); err != nil {
+			log.Error("destroy cgroup", "err", err)
+			leaked = true
+		}
+	}
+	if err := unmountWork(sb.work); err != nil {
+		log.Error("unmount work dir", "err", err)
+		leaked = true
+	}
+	if err := os.RemoveAll(sb.dir); err != nil {
+		log.Error("remove sandbox dir", "err", err)
+		leaked = true
+	}
+	if !leaked {
+		// A slot whose cgroup or files outlived it is not handed out
+		// again: its ids might still own something.
+		sb.e.ids.put(sb.slot)
+	}
+}
+
+func resources(l boxer.Limits) cgroup.Resources {
+	return cgroup.Resources{CPUs: l.CPUs, MemoryBytes: l.MemoryBytes, Pids: l.Pids}
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

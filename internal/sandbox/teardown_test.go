@@ -1,0 +1,201 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"boxer"
+)
+
+// After any kind of ending, nothing of the run is left: no process, cgroup,
+// mount or directory.
+func TestTeardown(t *testing.T) {
+	e := newTestEngine(t, nil)
+	daemon := "import os, time\nif os.fork() == 0:\n  os.setsid()\n  if os.fork() == 0:\n    time.sleep(300)\n  os._exit(0)\nprint('parent done')"
+	for _, tc := range []struct {
+		name   string
+		code   string
+		lim    boxer.Limits
+		cancel bool
+		status boxer.Status
+	}{
+		{name: "exit", code: "print(1)", status: boxer.StatusOK},
+		{name: "double-forked daemon", code: daemon, status: boxer.StatusOK},
+		{name: "daemon holding stdout", code: "import os, time\nif os.fork() == 0:\n  os.setsid(); time.sleep(300)\nprint('bye')", status: boxer.StatusOK},
+		{name: "timeout", code: "import time; time.sleep(60)", lim: boxer.Limits{WallTime: 300 * time.Millisecond}, status: boxer.StatusTimeout},
+		{name: "oom", code: "x = bytearray(1 << 30)\nfor i in range(0, len(x), 4096): x[i] = 1", lim: boxer.Limits{MemoryBytes: 64 << 20}, status: boxer.StatusOOM},
+		{name: "fork bomb", code: "import os\nwhile True:\n  try: os.fork()\n  except OSError: pass", lim: boxer.Limits{Pids: 16, WallTime: time.Second}, status: boxer.StatusTimeout},
+		{name: "stopped processes", code: "import os, signal\nif os.fork() == 0:\n  os.kill(os.getpid(), signal.SIGSTOP)\nprint('x')", status: boxer.StatusOK},
+		{name: "cancel", code: "import time; time.sleep(60)", cancel: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			job := &boxer.Job{
+				Argv:   []string{"python", "main.py"},
+				Files:  []boxer.File{{Path: "main.py", Content: []byte(tc.code)}},
+				Limits: tc.lim,
+			}
+			if tc.cancel {
+				// Cancel once the program runs: when it has made a file.
+				job.Files[0].Content = []byte("open('started', 'w').close()\n" + tc.code)
+				go cancelWhenExists(ctx, cancel, e, "started")
+			}
+			start := time.Now()
+			res, err := e.Run(ctx, job)
+			switch {
+			case tc.cancel && !errors.Is(err, context.Canceled):
+				t.Fatalf("cancelled run: err %v", err)
+			case !tc.cancel && err != nil:
+				t.Fatalf("Run: %v", err)
+			case !tc.cancel && res.Status != tc.status:
+				t.Fatalf("status %s, want %s (stderr %s)", res.Status, tc.status, res.Stderr.Data)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("run took %v: something held it open", d)
+			}
+			assertNoTraces(t, e)
+		})
+	}
+}
+
+// A job refused before it starts leaves nothing behind either.
+func TestTeardownAfterRefusedJob(t *testing.T) {
+	e := newTestEngine(t, nil)
+	_, err := e.Run(context.Background(), &boxer.Job{
+		Argv:  []string{"python", "main.py"},
+		Files: []boxer.File{{Path: "a", Content: []byte("x")}, {Path: "a/b", Content: []byte("y")}},
+	})
+	var be *boxer.Error
+	if !errors.As(err, &be) || be.Code != boxer.ECodeInvalidRequest {
+		t.Fatalf("err %v, want invalid_request", err)
+	}
+	assertNoTraces(t, e)
+}
+
+// cancelWhenExists cancels once some live sandbox's work dir holds name.
+func cancelWhenExists(ctx context.Context, cancel func(), e *Engine, name string) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if matches, _ := globWork(e, name); len(matches) > 0 {
+			cancel()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// assertNoTraces checks the host for anything a run could have left.
+func assertNoTraces(t *testing.T, e *Engine) {
+	t.Helper()
+	if ents, err := os.ReadDir(e.runsDir); err != nil || len(ents) != 0 {
+		t.Errorf("state dir holds %d entries (%v)", len(ents), err)
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mi), e.cfg.StateDir) {
+		t.Errorf("mounts remain under %s", e.cfg.StateDir)
+	}
+	if pids := processesInIDRange(e); len(pids) > 0 {
+		for _, pid := range pids {
+			st, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+			t.Logf("pid %d: %.200s", pid, st)
+		}
+		t.Errorf("sandbox processes remain: %v", pids)
+	}
+	if dirs := runCgroups(t, e.cfg.CgroupName); len(dirs) > 0 {
+		t.Errorf("run cgroups remain: %v", dirs)
+	}
+}
+
+// processesInIDRange lists live host processes whose uid is a sandbox id.
+// Zombies are not counted: they hold nothing, and a sandbox's pid 1 whose
+// supervisor was killed is a zombie until the host's init reaps it.
+func processesInIDRange(e *Engine) []int {
+	lo, hi := e.cfg.IDBase, e.cfg.IDBase+2*uint32(e.cfg.MaxSandboxes)
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		f, err := os.Open(filepath.Join("/proc", ent.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) > 1 && f[0] == "State:" && f[1] == "Z" {
+				break
+			}
+			if f := strings.Fields(sc.Text()); len(f) > 1 && f[0] == "Uid:" {
+				if uid, _ := strconv.ParseUint(f[1], 10, 32); uint32(uid) >= lo && uint32(uid) < hi {
+					pids = append(pids, pid)
+				}
+			}
+		}
+		f.Close()
+	}
+	return pids
+}
+
+// runCgroups lists the cgroups below every base directory named name.
+func runCgroups(t *testing.T, name string) []string {
+	t.Helper()
+	var found []string
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if d.Name() == name {
+			subs, _ := os.ReadDir(p)
+			for _, s := range subs {
+				if s.IsDir() {
+					found = append(found, filepath.Join(p, s.Name()))
+				}
+			}
+			return filepath.SkipDir
+		}
+		if strings.Count(p, "/") > 8 {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return found
+}
+
+// globWork finds name in the work dir of any live sandbox of e.
+func globWork(e *Engine, name string) ([]string, error) {
+	return filepath.Glob(filepath.Join(e.runsDir, "*", "work", name))
+}
+
+// removeCgroupBases removes the (empty) base cgroups named name that a test
+// engine created.
+func removeCgroupBases(name string) {
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if d.Name() == name {
+			_ = os.Remove(p)
+			return filepath.SkipDir
+		}
+		if strings.Count(p, "/") > 8 {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+}
