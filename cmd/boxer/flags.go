@@ -1,0 +1,85 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"boxer/internal/sandbox"
+)
+
+// byteSize is a flag value in bytes that accepts units: 512MiB, 64M, 1GiB.
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	v, err := parseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(v)
+	return nil
+}
+
+func parseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}}
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSuffix(num, u.suffix), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || v < 0 || v > (1<<62)/mult {
+		return 0, fmt.Errorf("invalid size %q (use bytes or a unit: 512MiB, 64M, 1GiB)", s)
+	}
+	return v * mult, nil
+}
+
+// listFlag collects a repeated flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// env returns the value of the BOXER_* variable name, or def.
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, ok := os.LookupEnv(name); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return def
+}
+
+// engineFlags registers the sandbox engine's settings on fs, each with a
+// BOXER_* environment variable as its default.
+func engineFlags(fs *flag.FlagSet) *sandbox.Config {
+	c := &sandbox.Config{}
+	fs.StringVar(&c.StateDir, "state-dir", env("BOXER_STATE_DIR", "/run/boxer"), "directory for live sandboxes' mounts; others must be able to search its parents (BOXER_STATE_DIR)")
+	fs.StringVar(&c.Python, "python", env("BOXER_PYTHON", "/usr/bin/python3"), "host Python interpreter the sandboxes run (BOXER_PYTHON)")
+	fs.StringVar(&c.CgroupParent, "cgroup-parent", env("BOXER_CGROUP_PARENT", ""), "cgroup under which runs' cgroups are made; default: boxer's own (BOXER_CGROUP_PARENT)")
+	fs.Func("extra-bind", "extra host path shown read-only in every sandbox; repeatable (BOXER_EXTRA_BINDS, colon-separated)", func(s string) error {
+		c.ExtraBinds = append(c.ExtraBinds, s)
+		return nil
+	})
+	if v := env("BOXER_EXTRA_BINDS", ""); v != "" {
+		c.ExtraBinds = strings.Split(v, ":")
+	}
+	return c
+}

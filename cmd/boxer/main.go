@@ -1,0 +1,58 @@
+// Command boxer runs untrusted Python in disposable, kernel-isolated
+// sandboxes, from the command line (run), as an HTTP service (serve), and
+// checks that a host can do so safely (doctor).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: boxer <command> [flags]
+
+commands:
+  run      run a local Python script in a sandbox
+  serve    serve the HTTP API
+  doctor   check that this host can isolate programs safely
+  version  print the version
+
+Run 'boxer <command> -h' for a command's flags.
+`
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Main dispatches a command line and returns the process's exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(ctx, args[1:], stdout, stderr)
+	case "doctor":
+		return cmdDoctor(ctx, args[1:], stdout, stderr)
+	case "serve":
+		return cmdServe(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "boxer", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "boxer: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
