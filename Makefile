@@ -1,0 +1,24 @@
+# The two entry points of the README. Both set up the host first.
+.PHONY: setup build run test vet
+
+BIN := bin/boxer
+
+setup:
+	./scripts/setup.sh
+
+build:
+	go build -o $(BIN) ./cmd/boxer
+
+# Set up the host, build, and serve on the embedded defaults.
+run: setup build
+	./$(BIN) serve
+
+# Set up the host and run every check and test. The sandbox tests run real
+# sandboxes and need root.
+test: setup vet
+	go test -count=1 -timeout 20m ./...
+
+vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	go vet ./...

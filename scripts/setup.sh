@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what boxer needs on a Debian or Ubuntu host: the Python runtime
+# and the scientific packages the sandboxes offer. Idempotent; needs root.
+set -euo pipefail
+
+packages=(python3 python3-numpy python3-pandas python3-matplotlib python3-scipy python3-pytest)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: run as root (boxer itself needs root for namespaces and cgroups)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null; then
+  echo "setup: Go is not installed. Install Go 1.21 or newer (the go command then fetches the toolchain go.mod names)." >&2
+  exit 1
+fi
+echo "setup: ok ($(/usr/bin/python3 --version), $(go version | cut -d' ' -f3))"
