@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,6 +29,10 @@ type Config struct {
 	// relative to the hierarchy's root) instead of the one boxer runs in.
 	CgroupParent string
 	// CgroupName is the directory under the parent that holds the runs.
+	// At start the engine kills and removes everything below it, left by a
+	// previous instance, so two live engines must never share it. The
+	// default is derived from StateDir, whose lock then guards both:
+	// "boxer" for the default state dir, "boxer-<hash>" for any other.
 	CgroupName string
 	// IDBase is the first host uid/gid given to sandboxes. Each live
 	// sandbox takes two consecutive ids (its root, its program) from
@@ -60,6 +66,10 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.CgroupName == "" {
 		c.CgroupName = "boxer"
+		if c.StateDir != "/run/boxer" {
+			sum := sha256.Sum256([]byte(filepath.Clean(c.StateDir)))
+			c.CgroupName = "boxer-" + hex.EncodeToString(sum[:6])
+		}
 	}
 	if c.IDBase == 0 {
 		c.IDBase = 1_500_000_000
