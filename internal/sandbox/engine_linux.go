@@ -149,6 +149,9 @@ func (e *Engine) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error)
 	if err := ValidateLimits(lim); err != nil {
 		return nil, boxer.Errorf(boxer.ECodeInvalidRequest, "%v", err)
 	}
+	if job.Runtime != "" && job.Runtime != e.runtime.Name {
+		return nil, boxer.Errorf(boxer.ECodeInvalidRequest, "runtime %q is not available; this server runs %q", job.Runtime, e.runtime.Name)
+	}
 	path, err := e.resolve(job.Argv)
 	if err != nil {
 		return nil, err
