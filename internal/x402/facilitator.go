@@ -1,0 +1,149 @@
+package x402
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// maxFacilitatorResponse bounds what is read of a facilitator answer.
+const maxFacilitatorResponse = 1 << 20
+
+// Facilitator verifies and settles payments. FacilitatorClient is the HTTP
+// implementation; tests may substitute their own.
+type Facilitator interface {
+	Verify(ctx context.Context, p *PaymentPayload, req PaymentRequirements) (*VerifyResponse, error)
+	Settle(ctx context.Context, p *PaymentPayload, req PaymentRequirements) (*SettleResponse, error)
+}
+
+// FacilitatorClient calls a facilitator's POST /verify and POST /settle.
+type FacilitatorClient struct {
+	url        string
+	authName   string
+	authValue  string
+	timeout    time.Duration
+	httpClient *http.Client
+}
+
+// NewFacilitatorClient returns a client for the facilitator at baseURL.
+// authHeader is "" or "Name: value"; timeout bounds each call; hc may be nil
+// for a default client.
+func NewFacilitatorClient(baseURL, authHeader string, timeout time.Duration, hc *http.Client) (*FacilitatorClient, error) {
+	c := &FacilitatorClient{url: strings.TrimRight(baseURL, "/"), timeout: timeout, httpClient: hc}
+	if authHeader != "" {
+		var err error
+		if c.authName, c.authValue, err = parseAuthHeader(authHeader); err != nil {
+			return nil, err
+		}
+	}
+	if c.httpClient == nil {
+		// A facilitator has no reason to redirect; following one could
+		// carry the auth header to another host.
+		c.httpClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	return c, nil
+}
+
+// Verify asks the facilitator whether the payment is valid for req. A
+// refusal is a VerifyResponse with IsValid false, whatever the HTTP status
+// it came with; an error means the facilitator could not be asked.
+func (c *FacilitatorClient) Verify(ctx context.Context, p *PaymentPayload, req PaymentRequirements) (*VerifyResponse, error) {
+	var out struct {
+		VerifyResponse
+		IsValid *bool `json:"isValid"`
+	}
+	if err := c.call(ctx, "verify", p, req, &out); err != nil {
+		return nil, err
+	}
+	if out.IsValid == nil {
+		return nil, fmt.Errorf("facilitator verify: answer has no isValid")
+	}
+	out.VerifyResponse.IsValid = *out.IsValid
+	return &out.VerifyResponse, nil
+}
+
+// Settle asks the facilitator to execute the payment on chain and waits for
+// its answer. A failed settlement is a SettleResponse with Success false; an
+// error means the outcome is unknown (the transaction may still land).
+func (c *FacilitatorClient) Settle(ctx context.Context, p *PaymentPayload, req PaymentRequirements) (*SettleResponse, error) {
+	var out struct {
+		SettleResponse
+		Success *bool `json:"success"`
+	}
+	if err := c.call(ctx, "settle", p, req, &out); err != nil {
+		return nil, err
+	}
+	if out.Success == nil {
+		return nil, fmt.Errorf("facilitator settle: answer has no success")
+	}
+	out.SettleResponse.Success = *out.Success
+	return &out.SettleResponse, nil
+}
+
+// call posts one request. The official facilitator answers a refusal with
+// HTTP 200 and isValid/success false, other facilitators with a 4xx carrying
+// the same JSON: both decode into out. Any other answer is an error.
+func (c *FacilitatorClient) call(ctx context.Context, op string, p *PaymentPayload, req PaymentRequirements, out any) error {
+	payload := p.Raw()
+	if payload == nil {
+		var err error
+		if payload, err = json.Marshal(p); err != nil {
+			return fmt.Errorf("facilitator %s: %w", op, err)
+		}
+	}
+	body, err := json.Marshal(FacilitatorRequest{
+		X402Version:         p.X402Version,
+		PaymentPayload:      payload,
+		PaymentRequirements: req,
+	})
+	if err != nil {
+		return fmt.Errorf("facilitator %s: %w", op, err)
+	}
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/"+op, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("facilitator %s: %w", op, err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	if c.authName != "" {
+		hreq.Header.Set(c.authName, c.authValue)
+	}
+	resp, err := c.httpClient.Do(hreq)
+	if err != nil {
+		return fmt.Errorf("facilitator %s: %w", op, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxFacilitatorResponse))
+	if err != nil {
+		return fmt.Errorf("facilitator %s: reading answer: %w", op, err)
+	}
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		return fmt.Errorf("facilitator %s: HTTP %d: %s", op, resp.StatusCode, excerpt(data))
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("facilitator %s: HTTP %d, answer is not JSON: %s", op, resp.StatusCode, excerpt(data))
+	}
+	return nil
+}
+
+// excerpt shortens a facilitator answer for an error message.
+func excerpt(b []byte) string {
+	s := strings.Join(strings.Fields(string(b)), " ")
+	if len(s) > 200 {
+		s = s[:197] + "..."
+	}
+	if s == "" {
+		s = "<empty>"
+	}
+	return s
+}

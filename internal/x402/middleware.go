@@ -1,0 +1,324 @@
+package x402
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"boxer"
+)
+
+// Settlement is one payment that went through, reported to Deps.OnSettled
+// (for /v1/health's uniquePayers30d and for accounting).
+type Settlement struct {
+	Route       string
+	Payer       string // EIP-55 address
+	Nonce       string // lowercase 0x hex
+	Amount      string // atomic units
+	Network     string
+	Transaction string
+	At          time.Time
+}
+
+// Deps are what Payments needs from the rest of boxer.
+type Deps struct {
+	// Nonces records used payments; required when payments are on.
+	Nonces NonceStore
+	// Facilitator defaults to a FacilitatorClient built from Config.
+	Facilitator Facilitator
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+	// Now defaults to time.Now; tests pin it.
+	Now func() time.Time
+	// OnSettled, if set, is called after each settled payment, once the
+	// response has been written. It must not block for long.
+	OnSettled func(Settlement)
+}
+
+// Payments guards priced routes. Its zero value is not usable; call New.
+type Payments struct {
+	cfg       Config
+	offers    map[string]*offer
+	nonces    NonceStore
+	fac       Facilitator
+	log       *slog.Logger
+	now       func() time.Time
+	onSettled func(Settlement)
+	inflight  inflight
+}
+
+// New validates cfg and returns the payment guard. With Mode off it returns
+// a Payments whose Wrap is the identity.
+func New(cfg Config, deps Deps) (*Payments, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Payments{cfg: cfg, nonces: deps.Nonces, fac: deps.Facilitator, log: deps.Logger, now: deps.Now, onSettled: deps.OnSettled}
+	if p.log == nil {
+		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if !p.Enabled() {
+		return p, nil
+	}
+	if p.nonces == nil {
+		return nil, errors.New("payments: x402 needs a nonce store")
+	}
+	if p.fac == nil {
+		fc, err := NewFacilitatorClient(cfg.FacilitatorURL, cfg.FacilitatorAuthHeader, cfg.FacilitatorTimeout, nil)
+		if err != nil {
+			return nil, fmt.Errorf("payments: %w", err)
+		}
+		p.fac = fc
+	}
+	p.offers = map[string]*offer{}
+	for _, r := range cfg.Routes {
+		o, err := newOffer(&p.cfg, r)
+		if err != nil {
+			return nil, fmt.Errorf("payments: %w", err)
+		}
+		p.offers[r.Path] = o
+	}
+	return p, nil
+}
+
+// Enabled reports whether routes are priced.
+func (p *Payments) Enabled() bool { return p.cfg.Mode == ModeX402 }
+
+// PaymentRequired returns the challenge for route as seen by request r (for
+// resource.url), for discovery documents; ok is false for a free route.
+func (p *Payments) PaymentRequired(route string, r *http.Request) (pr *PaymentRequired, ok bool) {
+	o := p.offers[route]
+	if o == nil {
+		return nil, false
+	}
+	return o.paymentRequired(p.cfg.PublicURL, r, ""), true
+}
+
+// Wrap returns next guarded by payment for route. With payments off it
+// returns next. It panics when payments are on and route has no price: that
+// is a wiring mistake that would otherwise serve the route for free.
+func (p *Payments) Wrap(route string, next http.Handler) http.Handler {
+	if !p.Enabled() {
+		return next
+	}
+	o := p.offers[route]
+	if o == nil {
+		panic(fmt.Sprintf("x402: route %q has no price in the payment config", route))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.serve(w, r, o, next)
+	})
+}
+
+// serve is one request to a priced route; doc.go draws its sequence.
+func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next http.Handler) {
+	ctx := r.Context()
+	header := r.Header.Get(HeaderPaymentSignature)
+	if header == "" {
+		if r.Header.Get(HeaderPaymentV1) != "" {
+			p.challenge(w, r, o, reject(ReasonV1Unsupported, "x402 v1 (X-PAYMENT) is not accepted; pay with x402 v2 (PAYMENT-SIGNATURE)"), nil)
+			return
+		}
+		p.challenge(w, r, o, reject(ReasonMissing, "PAYMENT-SIGNATURE header is required"), nil)
+		return
+	}
+	payload, err := DecodePaymentHeader(header)
+	if err != nil {
+		p.challenge(w, r, o, reject(ReasonInvalidPayload, "PAYMENT-SIGNATURE: %v", err), nil)
+		return
+	}
+	checked, rej := o.check(payload, p.now(), p.cfg.ValidityMargin)
+	if rej != nil {
+		p.challenge(w, r, o, rej, nil)
+		return
+	}
+	payer := strings.ToLower(checked.Payer.String())
+	nonce := checked.Transfer.NonceHex()
+	log := p.log.With("route", o.route.Path, "payer", checked.Payer.String(), "nonce", nonce)
+
+	key := payer + "/" + nonce
+	if !p.inflight.claim(key) {
+		p.challenge(w, r, o, reject(ReasonInFlight, "this payment is already being processed by another request"), nil)
+		return
+	}
+	defer p.inflight.release(key)
+
+	// The nonce is spent before the facilitator is asked, so a replay
+	// costs nothing but a store lookup. A payment whose run boxer then
+	// fails is never settled: the caller signs a new one.
+	fresh, err := p.nonces.UseNonce(ctx, payer, nonce)
+	if err != nil {
+		log.Error("x402: nonce store", "err", err)
+		writeError(w, http.StatusInternalServerError, boxer.Errorf(boxer.ECodeInternal, "internal error; you were not charged"))
+		return
+	}
+	if !fresh {
+		p.challenge(w, r, o, reject(ReasonReplay, "this payment (payer and nonce) was already used; sign a new one"), nil)
+		return
+	}
+
+	vr, err := p.fac.Verify(ctx, payload, o.req)
+	if err != nil {
+		log.Warn("x402: verify", "err", err)
+		writeError(w, http.StatusServiceUnavailable, boxer.Errorf(boxer.ECodeUnavailable, "payment facilitator unavailable; you were not charged"))
+		return
+	}
+	if !vr.IsValid {
+		// The facilitator's message can hold a raw contract revert; the
+		// caller gets its reason code, the log gets the rest.
+		log.Info("x402: verify refused", "reason", vr.InvalidReason, "message", vr.InvalidMessage)
+		p.challenge(w, r, o, reject(ReasonVerifyFailed, "facilitator refused the payment: %s", orUnknown(vr.InvalidReason)), nil)
+		return
+	}
+
+	buf := newBufferedResponse()
+	next.ServeHTTP(buf, r)
+
+	if !charged(buf.status) {
+		// boxer failed (5xx), was busy (429) or refused the request
+		// (other 4xx): the caller gets the answer and is not charged.
+		log.Info("x402: not settled", "status", buf.status)
+		buf.writeTo(w)
+		return
+	}
+	if ctx.Err() != nil {
+		log.Info("x402: caller left before settlement; not settled")
+		return
+	}
+	sr, err := p.fac.Settle(ctx, payload, o.req)
+	if err != nil {
+		// The outcome is unknown: the transaction may land. The output is
+		// withheld all the same; the log line lets an operator reconcile.
+		log.Error("x402: settle", "err", err)
+		failed := &SettleResponse{Success: false, ErrorReason: ReasonSettlementFailed, Network: o.req.Network, Payer: checked.Payer.String()}
+		p.challenge(w, r, o, reject(ReasonSettlementFailed, "settlement could not be completed; the output is withheld"), failed)
+		return
+	}
+	if !sr.Success {
+		log.Warn("x402: settlement refused", "reason", sr.ErrorReason, "message", sr.ErrorMessage, "tx", sr.Transaction)
+		p.challenge(w, r, o, reject(ReasonSettlementFailed, "settlement failed: %s; the output is withheld", orUnknown(sr.ErrorReason)), sr)
+		return
+	}
+	receipt := SettleResponse{Success: true, Transaction: sr.Transaction, Network: sr.Network, Payer: sr.Payer}
+	if receipt.Network == "" {
+		receipt.Network = o.req.Network
+	}
+	if receipt.Payer == "" {
+		receipt.Payer = checked.Payer.String()
+	}
+	enc, err := EncodeHeader(receipt)
+	if err != nil {
+		log.Error("x402: encode receipt", "err", err)
+	} else {
+		buf.header.Set(HeaderPaymentResponse, enc)
+	}
+	buf.header.Set("Access-Control-Expose-Headers", HeaderPaymentResponse)
+	buf.writeTo(w)
+	log.Info("x402: settled", "tx", sr.Transaction)
+	if p.onSettled != nil {
+		p.onSettled(Settlement{
+			Route: o.route.Path, Payer: checked.Payer.String(), Nonce: nonce, Amount: o.req.Amount,
+			Network: receipt.Network, Transaction: sr.Transaction, At: p.now(),
+		})
+	}
+}
+
+// charged says which handler answers are charged for: the successful ones.
+func charged(status int) bool { return status >= 200 && status < 300 }
+
+func orUnknown(reason string) string {
+	if reason == "" {
+		return "no reason given"
+	}
+	return reason
+}
+
+// challenge answers 402 with the route's requirements, the refusal in their
+// error field, in the PAYMENT-REQUIRED header and as the JSON body. A failed
+// settlement also goes back in PAYMENT-RESPONSE, as the HTTP transport spec
+// shows.
+func (p *Payments) challenge(w http.ResponseWriter, r *http.Request, o *offer, rej *Rejection, settle *SettleResponse) {
+	if rej.Reason != ReasonMissing {
+		p.log.Debug("x402: payment refused", "route", o.route.Path, "reason", rej.Reason, "message", rej.Message)
+	}
+	pr := o.paymentRequired(p.cfg.PublicURL, r, rej.Reason+": "+rej.Message)
+	h := w.Header()
+	enc, err := EncodeHeader(pr)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, boxer.Errorf(boxer.ECodeInternal, "internal error"))
+		return
+	}
+	h.Set(HeaderPaymentRequired, enc)
+	expose := HeaderPaymentRequired
+	if settle != nil {
+		s := *settle
+		s.ErrorMessage = "" // facilitator detail stays in the log
+		if enc, err := EncodeHeader(s); err == nil {
+			h.Set(HeaderPaymentResponse, enc)
+			expose += ", " + HeaderPaymentResponse
+		}
+	}
+	h.Set("Access-Control-Expose-Headers", expose)
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusPaymentRequired)
+	_ = json.NewEncoder(w).Encode(pr)
+}
+
+// writeError answers with boxer's edge error shape.
+func writeError(w http.ResponseWriter, status int, e *boxer.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]*boxer.Error{"error": e})
+}
+
+// bufferedResponse holds a handler's answer until the payment is settled.
+// It is used by one goroutine, the handler's.
+type bufferedResponse struct {
+	header      http.Header
+	status      int
+	wroteHeader bool
+	body        bytes.Buffer
+}
+
+func newBufferedResponse() *bufferedResponse {
+	return &bufferedResponse{header: http.Header{}, status: http.StatusOK}
+}
+
+func (b *bufferedResponse) Header() http.Header { return b.header }
+
+func (b *bufferedResponse) WriteHeader(status int) {
+	// Informational answers (103 Early Hints) cannot be buffered
+	// meaningfully; the final status is the one that decides settlement.
+	if b.wroteHeader || status < 200 {
+		return
+	}
+	b.status, b.wroteHeader = status, true
+}
+
+func (b *bufferedResponse) Write(p []byte) (int, error) {
+	if !b.wroteHeader {
+		b.WriteHeader(http.StatusOK)
+	}
+	return b.body.Write(p)
+}
+
+// writeTo releases the buffered answer.
+func (b *bufferedResponse) writeTo(w http.ResponseWriter) {
+	h := w.Header()
+	for k, v := range b.header {
+		h[k] = v
+	}
+	w.WriteHeader(b.status)
+	_, _ = w.Write(b.body.Bytes())
+}
