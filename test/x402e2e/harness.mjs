@@ -1,0 +1,295 @@
+#!/usr/bin/env node
+// End-to-end test of boxer's x402 payments with the protocol's official
+// parts: a local chain (anvil as Base), a token with USDC's EIP-712 domain
+// at USDC's address, the official facilitator pointed at that chain, and
+// the official fetch client paying the server under test.
+//
+// Usage: node harness.mjs --server-cmd '<command with {addr}>'
+// (or BOXER_E2E_SERVER_CMD). Everything listens on 127.0.0.1 only; the run
+// is bounded by --timeout-ms (default 240000) and ends with the line
+// "N passed, M failed".
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { randomBytes } from 'node:crypto';
+import { generatePrivateKey, mnemonicToAccount, privateKeyToAccount } from 'viem/accounts';
+import { createWalletClient, http, toHex } from 'viem';
+import { x402Client } from '@x402/core/client';
+import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
+import { registerExactEvmScheme } from '@x402/evm/exact/client';
+import { authorizationTypes } from '@x402/evm';
+import { wrapFetchWithPayment } from '@x402/fetch';
+import { CHAIN_ID, USDC, compileToken, installToken, startChain } from './lib/chain.mjs';
+import { startFacilitator } from './lib/facilitator.mjs';
+import { startServer } from './lib/server.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const NETWORK = `eip155:${CHAIN_ID}`;
+const PRICE = 20000n; // $0.02 in USDC atomic units
+const REQUEST = { code: 'print(2 + 2)', language: 'python' };
+
+function arg(name, fallback) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : fallback;
+}
+const serverCmd = arg('server-cmd', process.env.BOXER_E2E_SERVER_CMD);
+const timeoutMs = Number(arg('timeout-ms', '240000'));
+if (!serverCmd) {
+  console.error('usage: node harness.mjs --server-cmd "<command with {addr}>"');
+  process.exit(2);
+}
+
+let passed = 0;
+let failed = 0;
+async function test(name, fn) {
+  try {
+    await fn();
+    passed++;
+    console.log(`ok   ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}\n     ${String(e?.stack ?? e).replace(/\n/g, '\n     ')}`);
+  }
+}
+function assert(cond, msg) {
+  if (!cond) throw new Error(msg);
+}
+function eq(got, want, what) {
+  assert(got === want, `${what}: got ${typeof got} ${String(got)}, want ${typeof want} ${String(want)}`);
+}
+
+const stops = [];
+async function cleanup() {
+  for (const stop of stops.reverse()) {
+    try { await stop(); } catch { /* best effort */ }
+  }
+}
+const watchdog = setTimeout(async () => {
+  console.log(`FAIL harness timed out after ${timeoutMs} ms`);
+  await cleanup();
+  console.log(`${passed} passed, ${failed + 1} failed`);
+  process.exit(1);
+}, timeoutMs);
+
+async function main() {
+  // --- the world: chain, token, facilitator, server -----------------------
+  const chainCtx = await startChain();
+  stops.push(() => chainCtx.proc.stop());
+  const token = await installToken(chainCtx, compileToken(here));
+
+  const mnemonic = 'test test test test test test test test test test test junk'; // anvil's public dev mnemonic
+  const facilitatorAccount = mnemonicToAccount(mnemonic, { addressIndex: 0 }); // pays gas
+  const payer = privateKeyToAccount(generatePrivateKey()); // holds USDC, no ETH: payments are gasless
+  const payTo = privateKeyToAccount(generatePrivateKey()).address;
+  const minter = createWalletClient({ account: facilitatorAccount, chain: chainCtx.chain, transport: http(chainCtx.rpcUrl) });
+  const mintHash = await minter.writeContract({ address: USDC, abi: token.abi, functionName: 'mint', args: [payer.address, 1_000_000n] });
+  await chainCtx.publicClient.waitForTransactionReceipt({ hash: mintHash });
+  eq(await token.balanceOf(payer.address), 1_000_000n, 'payer balance after mint');
+
+  const fac = await startFacilitator(chainCtx, facilitatorAccount);
+  stops.push(fac.stop);
+  const server = await startServer(serverCmd, { facilitatorUrl: fac.url, payTo, network: NETWORK, asset: USDC, cwd: here });
+  stops.push(() => server.proc.stop());
+  console.log(`# anvil ${chainCtx.rpcUrl}, facilitator ${fac.url}, server ${server.url}`);
+
+  // --- helpers -------------------------------------------------------------
+  const post = (headers = {}) => fetch(`${server.url}/v1/exec`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...headers },
+    body: JSON.stringify(REQUEST),
+  });
+  const handlerCalls = async () => {
+    const r = await fetch(`${server.url}/debug/handler-calls`);
+    const text = await r.text();
+    return r.ok ? Number(text.trim()) : null; // null: the server does not expose it
+  };
+  const client = new x402Client();
+  registerExactEvmScheme(client, { signer: payer });
+  let lastPaymentHeader = null;
+  const recordingFetch = async (input, init) => {
+    const req = new Request(input, init);
+    lastPaymentHeader = req.headers.get('PAYMENT-SIGNATURE') ?? lastPaymentHeader;
+    return fetch(req);
+  };
+  const payingFetch = wrapFetchWithPayment(recordingFetch, client);
+  const challenge = async () => {
+    const r = await post();
+    await r.arrayBuffer();
+    return decodePaymentRequiredHeader(r.headers.get('PAYMENT-REQUIRED'));
+  };
+  // A refused payment: 402, no handler output, nothing ran, nothing moved.
+  const expectRefused = async (paymentHeader, reason) => {
+    const calls = await handlerCalls();
+    const balance = await token.balanceOf(payTo);
+    const r = await post({ 'PAYMENT-SIGNATURE': paymentHeader });
+    const body = await r.json().catch(() => ({}));
+    eq(r.status, 402, 'status');
+    assert(!('result' in body), `402 body carries handler output: ${JSON.stringify(body).slice(0, 200)}`);
+    const pr = decodePaymentRequiredHeader(r.headers.get('PAYMENT-REQUIRED'));
+    assert(pr.error?.includes(reason), `error ${JSON.stringify(pr.error)} does not name ${reason}`);
+    if (calls !== null) eq(await handlerCalls(), calls, 'handler runs');
+    eq(await token.balanceOf(payTo), balance, 'payTo balance');
+  };
+
+  // --- the tests -----------------------------------------------------------
+  let offered;
+  await test('unpaid request gets a 402 challenge with the bazaar extension', async () => {
+    const r = await post();
+    const body = await r.text();
+    eq(r.status, 402, 'status');
+    const h = r.headers.get('PAYMENT-REQUIRED');
+    assert(h && /^[A-Za-z0-9+/]*={0,2}$/.test(h), `PAYMENT-REQUIRED is not standard base64: ${h}`);
+    const pr = decodePaymentRequiredHeader(h);
+    eq(pr.x402Version, 2, 'x402Version');
+    eq(pr.accepts.length, 1, 'accepts');
+    const a = pr.accepts[0];
+    eq(a.scheme, 'exact', 'scheme');
+    eq(a.network, NETWORK, 'network');
+    eq(a.amount, '20000', 'amount (a string)');
+    eq(a.maxTimeoutSeconds, 300, 'maxTimeoutSeconds (a number)');
+    eq(a.asset.toLowerCase(), USDC.toLowerCase(), 'asset');
+    eq(a.payTo.toLowerCase(), payTo.toLowerCase(), 'payTo');
+    eq(JSON.stringify(a.extra), JSON.stringify({ name: 'USD Coin', version: '2' }), 'extra');
+    assert(pr.resource?.url?.endsWith('/v1/exec'), `resource ${JSON.stringify(pr.resource)}`);
+    const bazaar = pr.extensions?.bazaar;
+    assert(bazaar?.info?.input?.type === 'http' && bazaar.info.input.method === 'POST', `bazaar info ${JSON.stringify(bazaar?.info)}`);
+    assert(bazaar.info.output?.example && bazaar.schema?.properties?.input, 'bazaar output example and schema');
+    assert(body.length > 0, 'empty 402 body');
+    offered = pr;
+  });
+
+  await test('official client pays: "4\\n", PAYMENT-RESPONSE with a transaction, payTo +20000', async () => {
+    const before = { to: await token.balanceOf(payTo), from: await token.balanceOf(payer.address), calls: await handlerCalls() };
+    const r = await payingFetch(`${server.url}/v1/exec`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(REQUEST),
+    });
+    const body = await r.json();
+    eq(r.status, 200, `status (body ${JSON.stringify(body).slice(0, 300)})`);
+    eq(body?.result?.stdout, '4\n', 'stdout');
+    const settle = decodePaymentResponseHeader(r.headers.get('PAYMENT-RESPONSE'));
+    eq(settle.success, true, 'settle success');
+    assert(/^0x[0-9a-fA-F]{64}$/.test(settle.transaction), `transaction ${settle.transaction}`);
+    eq(settle.network, NETWORK, 'settle network');
+    eq(settle.payer?.toLowerCase(), payer.address.toLowerCase(), 'settle payer');
+    const receipt = await chainCtx.publicClient.getTransactionReceipt({ hash: settle.transaction });
+    eq(receipt.status, 'success', 'receipt status');
+    eq(await token.balanceOf(payTo) - before.to, PRICE, 'payTo balance rise');
+    eq(before.from - await token.balanceOf(payer.address), PRICE, 'payer balance fall');
+    if (before.calls !== null) eq(await handlerCalls(), before.calls + 1, 'handler runs');
+    // The facilitator was sent the server's own requirements.
+    const verify = fac.calls.find((c) => c.op === 'verify');
+    eq(verify?.body?.paymentRequirements?.amount, '20000', 'requirements sent to /verify');
+    eq(verify?.body?.x402Version, 2, 'x402Version sent to /verify');
+  });
+
+  await test('replayed payment is refused without running', async () => {
+    assert(lastPaymentHeader, 'no payment was captured');
+    await expectRefused(lastPaymentHeader, 'payment_already_used');
+  });
+
+  // Fresh payloads made by the official client, then altered.
+  const fresh = async (pr = offered) => client.createPaymentPayload(pr);
+
+  await test('tampered payment (nonce changed after signing) is refused without running', async () => {
+    const p = await fresh();
+    p.payload.authorization.nonce = toHex(randomBytes(32));
+    await expectRefused(encodePaymentSignatureHeader(p), 'invalid_exact_evm_signature');
+  });
+
+  await test('tampered payment (value raised after signing) is refused without running', async () => {
+    const p = await fresh();
+    p.payload.authorization.value = '30000';
+    await expectRefused(encodePaymentSignatureHeader(p), 'invalid_exact_evm_payload_authorization_value');
+  });
+
+  await test('expired payment is refused without running', async () => {
+    const p = await fresh();
+    const auth = { ...p.payload.authorization, validBefore: String(Math.floor(Date.now() / 1000) - 60) };
+    p.payload.authorization = auth;
+    p.payload.signature = await payer.signTypedData({
+      domain: { name: 'USD Coin', version: '2', chainId: CHAIN_ID, verifyingContract: USDC },
+      types: authorizationTypes,
+      primaryType: 'TransferWithAuthorization',
+      message: {
+        from: auth.from, to: auth.to, value: BigInt(auth.value),
+        validAfter: BigInt(auth.validAfter), validBefore: BigInt(auth.validBefore), nonce: auth.nonce,
+      },
+    });
+    await expectRefused(encodePaymentSignatureHeader(p), 'invalid_exact_evm_payload_authorization_valid_before');
+  });
+
+  await test('underpaid payment (client signs a lowered price) is refused before the facilitator', async () => {
+    const lowered = structuredClone(offered);
+    lowered.accepts[0].amount = '10000';
+    const p = await fresh(lowered);
+    eq(p.payload.authorization.value, '10000', 'signed value');
+    const facCalls = fac.calls.length;
+    await expectRefused(encodePaymentSignatureHeader(p), 'payment_requirements_mismatch');
+    eq(fac.calls.length, facCalls, 'facilitator calls');
+  });
+
+  await test('the same payment sent twice at once runs once and is charged once', async () => {
+    const h = encodePaymentSignatureHeader(await fresh());
+    const before = { to: await token.balanceOf(payTo), calls: await handlerCalls() };
+    const answers = await Promise.all([post({ 'PAYMENT-SIGNATURE': h }), post({ 'PAYMENT-SIGNATURE': h })]);
+    const statuses = answers.map((r) => r.status).sort();
+    await Promise.all(answers.map((r) => r.arrayBuffer()));
+    eq(JSON.stringify(statuses), JSON.stringify([200, 402]), 'statuses');
+    eq(await token.balanceOf(payTo) - before.to, PRICE, 'payTo balance rise');
+    if (before.calls !== null) eq(await handlerCalls(), before.calls + 1, 'handler runs');
+  });
+
+  await test('high-s twin of a valid signature is refused before the facilitator', async () => {
+    const p = await fresh();
+    const sig = p.payload.signature.slice(2);
+    const n = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141n;
+    const s = BigInt(`0x${sig.slice(64, 128)}`);
+    const v = parseInt(sig.slice(128, 130), 16);
+    p.payload.signature = `0x${sig.slice(0, 64)}${(n - s).toString(16).padStart(64, '0')}${(55 - v).toString(16)}`;
+    const facCalls = fac.calls.length;
+    await expectRefused(encodePaymentSignatureHeader(p), 'invalid_exact_evm_signature');
+    eq(fac.calls.length, facCalls, 'facilitator calls');
+  });
+
+  await test('payment from an unfunded payer is refused by the facilitator without running', async () => {
+    const broke = privateKeyToAccount(generatePrivateKey());
+    const brokeClient = new x402Client();
+    registerExactEvmScheme(brokeClient, { signer: broke });
+    const p = await brokeClient.createPaymentPayload(offered);
+    await expectRefused(encodePaymentSignatureHeader(p), 'payment_verification_failed');
+    const last = fac.calls.at(-1);
+    eq(last.op, 'verify', 'last facilitator call');
+    eq(last.result.isValid, false, 'facilitator isValid');
+  });
+
+  // Why boxer sends its own requirements: the facilitator checks the signed
+  // value against whatever requirements it is handed.
+  await test('facilitator fact: it accepts an underpayment when handed the client\'s own "accepted"', async () => {
+    const lowered = structuredClone(offered);
+    lowered.accepts[0].amount = '10000';
+    const p = await fresh(lowered);
+    const ask = async (requirements) => {
+      const r = await fetch(`${fac.url}/verify`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ x402Version: 2, paymentPayload: p, paymentRequirements: requirements }),
+      });
+      return r.json();
+    };
+    eq((await ask(p.accepted)).isValid, true, 'isValid with the echoed requirements');
+    eq((await ask(offered.accepts[0])).isValid, false, 'isValid with the route\'s requirements');
+  });
+
+  if (await handlerCalls() === null) console.log('# server exposes no /debug/handler-calls: run counts were not checked');
+}
+
+try {
+  await main();
+} catch (e) {
+  failed++;
+  console.log(`FAIL setup\n     ${String(e?.stack ?? e).replace(/\n/g, '\n     ')}`);
+} finally {
+  clearTimeout(watchdog);
+  await cleanup();
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed === 0 && passed > 0 ? 0 : 1);

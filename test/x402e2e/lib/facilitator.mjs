@@ -1,0 +1,47 @@
+// The official facilitator (x402Facilitator with the exact EVM scheme),
+// served over HTTP on loopback and pointed at the local chain. The HTTP
+// shell is ours (the package has none); the verify and settle logic is the
+// package's, unchanged. Every request is recorded for the assertions.
+import http from 'node:http';
+import { createWalletClient, publicActions, http as viemHttp } from 'viem';
+import { x402Facilitator } from '@x402/core/facilitator';
+import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
+import { toFacilitatorEvmSigner } from '@x402/evm';
+
+export async function startFacilitator({ chain, rpcUrl }, account) {
+  const wallet = createWalletClient({ account, chain, transport: viemHttp(rpcUrl), pollingInterval: 200 })
+    .extend(publicActions);
+  const signer = toFacilitatorEvmSigner(Object.assign(wallet, { address: account.address }), {
+    confirmationTimeoutMs: 30000,
+  });
+  const facilitator = new x402Facilitator().register(`eip155:${chain.id}`, new ExactEvmScheme(signer));
+
+  const calls = [];
+  const server = http.createServer(async (req, res) => {
+    const answer = (status, body) => {
+      res.writeHead(status, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    try {
+      if (req.method === 'GET' && req.url === '/supported') return answer(200, facilitator.getSupported());
+      const op = { '/verify': 'verify', '/settle': 'settle' }[req.url];
+      if (req.method !== 'POST' || !op) return answer(404, { error: 'not found' });
+      let raw = '';
+      for await (const chunk of req) raw += chunk;
+      const body = JSON.parse(raw);
+      const call = { op, body, auth: req.headers.authorization };
+      calls.push(call);
+      call.result = await facilitator[op](body.paymentPayload, body.paymentRequirements);
+      return answer(200, call.result);
+    } catch (e) {
+      return answer(500, { error: String(e?.message ?? e) });
+    }
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${server.address().port}`;
+  return {
+    url,
+    calls,
+    stop: () => new Promise((resolve) => { server.closeAllConnections?.(); server.close(() => resolve()); }),
+  };
+}
