@@ -20,23 +20,15 @@ type artifactLimits struct {
 	total   int64
 }
 
-// collectArtifacts reads the requested files from the work dir.
+// collectArtifacts reads the requested files from the work dir open at
+// dirfd.
 //
 // Precondition: every process of the run is dead, so nothing can swap a
 // path component while it is read. Even so each file is opened beneath the
 // work dir's descriptor refusing symlinks, magic links and mount crossings,
 // non-blocking, and must be a regular file: a FIFO or device never blocks
 // or leaks the read.
-func collectArtifacts(work string, paths []string, lim artifactLimits) ([]boxer.Artifact, []boxer.MissingArtifact, error) {
-	if len(paths) == 0 {
-		return nil, nil, nil
-	}
-	dirfd, err := unix.Open(work, unix.O_DIRECTORY|unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open work dir: %w", err)
-	}
-	defer unix.Close(dirfd)
-
+func collectArtifacts(dirfd int, paths []string, lim artifactLimits) ([]boxer.Artifact, []boxer.MissingArtifact) {
 	var (
 		arts    []boxer.Artifact
 		missing []boxer.MissingArtifact
@@ -56,7 +48,7 @@ func collectArtifacts(work string, paths []string, lim artifactLimits) ([]boxer.
 		sum := sha256.Sum256(data)
 		arts = append(arts, boxer.Artifact{Path: p, Size: int64(len(data)), Content: data, SHA256: hex.EncodeToString(sum[:])})
 	}
-	return arts, missing, nil
+	return arts, missing
 }
 
 // readArtifact returns the file's bytes, or the reason it was not read.

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,6 +11,9 @@ import (
 
 	"boxer"
 )
+
+// idBlock is the span of host ids one engine may use.
+const idBlock = 65536
 
 // Config is the engine's configuration. The zero value of a field means its
 // default (see Defaults).
@@ -36,8 +40,11 @@ type Config struct {
 	CgroupName string
 	// IDBase is the first host uid/gid given to sandboxes. Each live
 	// sandbox takes two consecutive ids (its root, its program) from
-	// [IDBase, IDBase+2*MaxSandboxes); nothing else on the host should
-	// use them. Default 1,500,000,000.
+	// [IDBase, IDBase+2*MaxSandboxes), and a warm pool's zygote a block
+	// after that; nothing else on the host should use them. The default
+	// is 1,500,000,000 for the default state dir and, for any other, a
+	// block of 65,536 ids above it chosen by the state dir's hash, so
+	// that two instances on one host do not share ids.
 	IDBase uint32
 	// MaxSandboxes bounds how many sandboxes may exist at once.
 	MaxSandboxes int
@@ -64,15 +71,18 @@ func (c Config) WithDefaults() Config {
 	if c.Python == "" {
 		c.Python = "/usr/bin/python3"
 	}
+	sum := sha256.Sum256([]byte(filepath.Clean(c.StateDir)))
 	if c.CgroupName == "" {
 		c.CgroupName = "boxer"
 		if c.StateDir != "/run/boxer" {
-			sum := sha256.Sum256([]byte(filepath.Clean(c.StateDir)))
 			c.CgroupName = "boxer-" + hex.EncodeToString(sum[:6])
 		}
 	}
 	if c.IDBase == 0 {
 		c.IDBase = 1_500_000_000
+		if c.StateDir != "/run/boxer" {
+			c.IDBase += (1 + uint32(binary.BigEndian.Uint16(sum[:2]))%4096) * idBlock
+		}
 	}
 	if c.MaxSandboxes == 0 {
 		c.MaxSandboxes = 1024
@@ -110,8 +120,11 @@ func (c Config) Validate() error {
 	if c.MaxSandboxes < 1 {
 		errs = append(errs, errors.New("max sandboxes: must be at least 1"))
 	}
-	if uint64(c.IDBase)+2*uint64(c.MaxSandboxes) >= 1<<32-1 {
+	if uint64(c.IDBase)+idBlock >= 1<<32-1 {
 		errs = append(errs, errors.New("id base: the id range must end below 4294967295"))
+	}
+	if 2*c.MaxSandboxes > idBlock/2 {
+		errs = append(errs, fmt.Errorf("max sandboxes: at most %d", idBlock/4))
 	}
 	if err := ValidateLimits(c.Limits); err != nil {
 		errs = append(errs, fmt.Errorf("default limits: %w", err))

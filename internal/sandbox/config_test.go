@@ -13,6 +13,10 @@ func TestCgroupNameFollowsStateDir(t *testing.T) {
 	if a == b || a == "boxer" || a != name("/run/boxer-a/") {
 		t.Errorf("cgroup names %q and %q", a, b)
 	}
+	id := func(dir string) uint32 { return Config{StateDir: dir}.WithDefaults().IDBase }
+	if id("") != 1_500_000_000 || id("/run/boxer-a") == id("/run/boxer-b") || id("/run/boxer-a") < 1_500_000_000+idBlock {
+		t.Errorf("id bases %d %d %d", id(""), id("/run/boxer-a"), id("/run/boxer-b"))
+	}
 	if got := (Config{StateDir: "/x", CgroupName: "mine"}).WithDefaults().CgroupName; got != "mine" {
 		t.Errorf("explicit name overridden: %q", got)
 	}

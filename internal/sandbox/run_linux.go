@@ -27,7 +27,12 @@ func (sb *sandbox) run(ctx context.Context, job *boxer.Job, lim boxer.Limits, pa
 	if err := sb.cg.Set(resources(lim)); err != nil {
 		return nil, fmt.Errorf("apply cgroup limits: %w", err)
 	}
-	if err := writeFiles(sb.work, sb.e.ids.user(sb.slot), job.Files); err != nil {
+	work, err := openDir(sb.work)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(work)
+	if err := writeFiles(work, sb.e.ids.user(sb.slot), job.Files); err != nil {
 		return nil, err
 	}
 	stdout := startCapture(sb.stdout, lim.OutputBytes)
@@ -74,10 +79,7 @@ func (sb *sandbox) run(ctx context.Context, job *boxer.Job, lim boxer.Limits, pa
 	if out.initFailed != "" {
 		sb.e.log.Error("sandbox init failed after start", "sandbox", sb.id, "detail", out.initFailed)
 	}
-	res.Artifacts, res.MissingArtifacts, err = collectArtifacts(sb.work, job.Artifacts, sb.e.artifactLimits())
-	if err != nil {
-		return nil, err
-	}
+	res.Artifacts, res.MissingArtifacts = collectArtifacts(work, job.Artifacts, sb.e.artifactLimits())
 	return res, nil
 }
 

@@ -70,7 +70,7 @@ func supervisorConfig(dir string) Config {
 	return Config{StateDir: dir, CgroupName: "boxer-test-sup", IDBase: supervisorIDBase, MaxSandboxes: 4}
 }
 
-const supervisorIDBase = 1_600_000_000
+const supervisorIDBase = 1_900_000_000 // above every derived id block
 
 // TestSupervisorHelper is the supervisor that TestSandboxesDieWithSupervisor
 // kills: it runs one sandbox whose program sleeps.

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"path"
 
 	"boxer"
 
@@ -43,58 +43,78 @@ func unmountWork(dir string) error {
 	return nil
 }
 
-// writeFiles places the job's input files in the fresh work dir, owned by
-// the program's uid. Nothing runs in the sandbox yet, so plain path
-// operations cannot be raced.
-func writeFiles(dir string, uid uint32, files []boxer.File) error {
+// writeFiles places the job's input files in the fresh work dir open at
+// dirfd, owned by uid. Nothing runs in the sandbox yet; even so every path
+// is resolved beneath dirfd without following symlinks.
+func writeFiles(dirfd int, uid uint32, files []boxer.File) error {
 	for _, f := range files {
 		if err := boxer.CheckRelPath(f.Path); err != nil {
 			return boxer.Errorf(boxer.ECodeInvalidRequest, "file path %q %v", f.Path, err)
 		}
-		p := filepath.Join(dir, f.Path)
-		if err := mkdirOwned(dir, filepath.Dir(f.Path), uid); err != nil {
+		if err := mkdirAllAt(dirfd, path.Dir(f.Path), uid); err != nil {
 			return boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: %v", f.Path, err)
 		}
-		if err := os.WriteFile(p, f.Content, 0o644); err != nil {
-			if errors.Is(err, unix.ENOSPC) {
-				return boxer.Errorf(boxer.ECodeInvalidRequest, "files do not fit in the work dir's disk limit")
-			}
-			return boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: %v", f.Path, unwrapPath(err))
+		fd, err := unix.Openat2(dirfd, f.Path, &unix.OpenHow{
+			Flags:   unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Mode:    0o644,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err != nil {
+			return boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: %v", f.Path, describe(err))
 		}
-		if err := os.Lchown(p, int(uid), int(uid)); err != nil {
-			return fmt.Errorf("chown input file: %w", err)
+		w := os.NewFile(uintptr(fd), f.Path)
+		_, err = w.Write(f.Content)
+		if err == nil {
+			err = unix.Fchown(fd, int(uid), int(uid))
+		}
+		w.Close()
+		if errors.Is(err, unix.ENOSPC) {
+			return boxer.Errorf(boxer.ECodeInvalidRequest, "files do not fit in the work dir's disk limit")
+		}
+		if err != nil {
+			return fmt.Errorf("write input file: %w", err)
 		}
 	}
 	return nil
 }
 
-// mkdirOwned creates rel's directories below dir, owned by uid.
-func mkdirOwned(dir, rel string, uid uint32) error {
+// mkdirAllAt creates rel's directories beneath dirfd, owned by uid.
+func mkdirAllAt(dirfd int, rel string, uid uint32) error {
 	if rel == "." {
 		return nil
 	}
-	if err := mkdirOwned(dir, filepath.Dir(rel), uid); err != nil {
+	if err := mkdirAllAt(dirfd, path.Dir(rel), uid); err != nil {
 		return err
 	}
-	p := filepath.Join(dir, rel)
-	if err := os.Mkdir(p, 0o755); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			if fi, serr := os.Lstat(p); serr == nil && fi.IsDir() {
-				return nil
-			}
-			return fmt.Errorf("%s is a file and a directory", rel)
+	err := unix.Mkdirat(dirfd, rel, 0o755)
+	if errors.Is(err, unix.EEXIST) {
+		var st unix.Stat_t
+		if serr := unix.Fstatat(dirfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW); serr == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return nil
 		}
-		return unwrapPath(err)
+		return fmt.Errorf("%s is a file and a directory", rel)
 	}
-	return os.Lchown(p, int(uid), int(uid))
+	if err != nil {
+		return describe(err)
+	}
+	return unix.Fchownat(dirfd, rel, int(uid), int(uid), unix.AT_SYMLINK_NOFOLLOW)
 }
 
-// unwrapPath drops the host path from an *os.PathError, which must not
-// reach the caller.
-func unwrapPath(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
+// describe turns an errno into words fit for the caller, without paths.
+func describe(err error) error {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return errors.New(errno.Error())
 	}
 	return err
+}
+
+// openDir opens a directory for use as the dirfd of writeFiles and
+// collectArtifacts.
+func openDir(p string) (int, error) {
+	fd, err := unix.Open(p, unix.O_DIRECTORY|unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open work dir: %w", err)
+	}
+	return fd, nil
 }
