@@ -12,7 +12,7 @@ import (
 // Artifacts come back from the work dir only; everything else is refused
 // with a reason.
 func TestArtifacts(t *testing.T) {
-	e := newTestEngine(t, func(c *Config) { c.ArtifactBytes = 1 << 20 })
+	_, paths := bothPaths(t, func(c *Config) { c.ArtifactBytes = 1 << 20 })
 	code := `
 import os, socket
 os.makedirs("output", exist_ok=True)
@@ -25,12 +25,20 @@ s = socket.socket(socket.AF_UNIX); s.bind("sock")
 open("big", "wb").write(b"x" * (2 << 20))
 os.mkdir("adir")
 `
-	res := runJob(t, e, &boxer.Job{
-		Argv:  []string{"python", "main.py"},
-		Files: []boxer.File{{Path: "main.py", Content: []byte(code)}},
-		Artifacts: []string{"output/result.txt", "bin.dat", "missing.txt", "link_to_host", "dir_link/result.txt",
-			"fifo", "sock", "big", "adir", "../etc/passwd", "/etc/passwd", "a/../bin.dat", "main.py"},
-	})
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			checkArtifacts(t, p.run(t, &boxer.Job{
+				Argv:  []string{"python", "main.py"},
+				Files: []boxer.File{{Path: "main.py", Content: []byte(code)}},
+				Artifacts: []string{"output/result.txt", "bin.dat", "missing.txt", "link_to_host", "dir_link/result.txt",
+					"fifo", "sock", "big", "adir", "../etc/passwd", "/etc/passwd", "a/../bin.dat", "main.py"},
+			}))
+		})
+	}
+}
+
+func checkArtifacts(t *testing.T, res *boxer.Result) {
+	t.Helper()
 	if res.Status != boxer.StatusOK {
 		t.Fatalf("status %s: %s", res.Status, res.Stderr.Data)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"boxer"
@@ -31,6 +32,11 @@ type Engine struct {
 	ids     *idPool
 	runsDir string
 	lock    *os.File // flock on the state dir: one engine per state dir
+	spawn   *spawner // starts every pid 1 (see spawner)
+
+	// zygoteIDs is held while a zygote owns the id block after the cold
+	// sandboxes' ids.
+	zygoteIDs sync.Mutex
 }
 
 var _ boxer.Runner = (*Engine)(nil)
@@ -42,7 +48,7 @@ func New(ctx context.Context, cfg Config) (_ *Engine, retErr error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger, ids: newIDPool(cfg.IDBase, cfg.MaxSandboxes)}
+	e := &Engine{cfg: cfg, log: cfg.Logger, ids: newIDPool(cfg.IDBase, cfg.MaxSandboxes), spawn: newSpawner()}
 	defer func() {
 		if retErr != nil {
 			e.Close()
@@ -200,9 +206,10 @@ func (e *Engine) artifactLimits() artifactLimits {
 	return artifactLimits{perFile: e.cfg.ArtifactBytes, total: e.cfg.ArtifactsTotalBytes}
 }
 
-// Close releases the state dir. Sandboxes still running are the caller's
-// to cancel first.
+// Close releases the state dir and the spawner's thread, whose exit kills
+// any sandbox still running. Cancel runs first to have their results.
 func (e *Engine) Close() error {
+	e.spawn.close()
 	var errs []error
 	if e.lock != nil {
 		errs = append(errs, e.lock.Close())

@@ -59,11 +59,35 @@ func (w testWriter) Write(p []byte) (int, error) {
 // runPy runs a Python script as main.py with the given limits.
 func runPy(t *testing.T, e *Engine, code string, lim boxer.Limits) *boxer.Result {
 	t.Helper()
-	return runJob(t, e, &boxer.Job{
+	return runJob(t, e, pyJob(code, lim))
+}
+
+// pyJob is `python main.py` with code as main.py.
+func pyJob(code string, lim boxer.Limits) *boxer.Job {
+	return &boxer.Job{
 		Argv:   []string{"python", "main.py"},
 		Files:  []boxer.File{{Path: "main.py", Content: []byte(code)}},
 		Limits: lim,
-	})
+	}
+}
+
+// runPath runs a job on one of the engine's two paths: a cold sandbox, or
+// a warm child of a zygote.
+type runPath struct {
+	name string
+	run  func(t *testing.T, job *boxer.Job) *boxer.Result
+}
+
+// bothPaths starts an engine and a zygote on it, so that a test proves
+// each guarantee on both paths.
+func bothPaths(t *testing.T, mod func(*Config)) (*Engine, []runPath) {
+	t.Helper()
+	e := newTestEngine(t, mod)
+	z := newTestZygote(t, e)
+	return e, []runPath{
+		{"cold", func(t *testing.T, job *boxer.Job) *boxer.Result { t.Helper(); return runJob(t, e, job) }},
+		{"warm", func(t *testing.T, job *boxer.Job) *boxer.Result { t.Helper(); return runWarm(t, z, job) }},
+	}
 }
 
 func runJob(t *testing.T, e *Engine, job *boxer.Job) *boxer.Result {

@@ -16,18 +16,20 @@ type pyCheck struct {
 	want string
 }
 
-func runChecks(t *testing.T, e *Engine, prelude string, checks []pyCheck) {
+func runChecks(t *testing.T, paths []runPath, prelude string, checks []pyCheck) {
 	t.Helper()
-	for _, c := range checks {
-		t.Run(c.name, func(t *testing.T) {
-			res := runPy(t, e, prelude+"\n"+c.code, boxer.Limits{})
-			if res.Status != boxer.StatusOK {
-				t.Fatalf("status %s exit %d signal %s\nstderr: %s", res.Status, res.ExitCode, res.Signal, res.Stderr.Data)
-			}
-			if got := strings.TrimSpace(string(res.Stdout.Data)); got != c.want {
-				t.Fatalf("got %q, want %q\nstderr: %s", got, c.want, res.Stderr.Data)
-			}
-		})
+	for _, p := range paths {
+		for _, c := range checks {
+			t.Run(p.name+"/"+c.name, func(t *testing.T) {
+				res := p.run(t, pyJob(prelude+"\n"+c.code, boxer.Limits{}))
+				if res.Status != boxer.StatusOK {
+					t.Fatalf("status %s exit %d signal %s\nstderr: %s", res.Status, res.ExitCode, res.Signal, res.Stderr.Data)
+				}
+				if got := strings.TrimSpace(string(res.Stdout.Data)); got != c.want {
+					t.Fatalf("got %q, want %q\nstderr: %s", got, c.want, res.Stderr.Data)
+				}
+			})
+		}
 	}
 }
 
@@ -45,12 +47,12 @@ def errname(fn):
 // No network: every connect fails at once, whatever the address. Only
 // loopback and documentation addresses are used as targets.
 func TestNetworkDenied(t *testing.T) {
-	e := newTestEngine(t, nil)
+	_, paths := bothPaths(t, nil)
 	connect := func(fam, addr string) string {
 		return `s = socket.socket(socket.` + fam + `, socket.SOCK_STREAM); s.settimeout(5); print(errname(lambda: s.connect(` + addr + `)))`
 	}
 	udp := `s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); print(errname(lambda: s.sendto(b"x", ("198.51.100.7", 53))))`
-	runChecks(t, e, errnoPrelude, []pyCheck{
+	runChecks(t, paths, errnoPrelude, []pyCheck{
 		{"tcp to documentation address", connect("AF_INET", `("192.0.2.1", 80)`), "ENETUNREACH"},
 		{"tcp to another documentation address", connect("AF_INET", `("203.0.113.9", 443)`), "ENETUNREACH"},
 		{"udp to documentation address", udp, "ENETUNREACH"},
@@ -68,10 +70,10 @@ func TestNetworkDenied(t *testing.T) {
 // The filesystem: read-only everywhere but the work dir and /tmp; host
 // secrets and boxer's own files are not there at all.
 func TestFilesystem(t *testing.T) {
-	e := newTestEngine(t, nil)
+	e, paths := bothPaths(t, nil)
 	w := func(p string) string { return `print(errname(lambda: open("` + p + `", "w")))` }
 	exists := func(p string) string { return `print(os.path.exists("` + p + `"))` }
-	runChecks(t, e, errnoPrelude, []pyCheck{
+	runChecks(t, paths, errnoPrelude, []pyCheck{
 		{"write /etc", w("/etc/x"), "EROFS"},
 		{"write /usr", w("/usr/lib/x"), "EROFS"},
 		{"write /", w("/x"), "EROFS"},
@@ -101,10 +103,12 @@ func TestFilesystem(t *testing.T) {
 // Identity and privileges: an unprivileged uid, no capabilities, no new
 // privileges, seccomp on, its own hostname and PID namespace.
 func TestIdentity(t *testing.T) {
-	e := newTestEngine(t, nil)
+	_, paths := bothPaths(t, nil)
 	status := `print([l.split()[1] for l in open("/proc/self/status") if l.split(":")[0] == "%s"][0])`
-	runChecks(t, e, errnoPrelude, []pyCheck{
-		{"uid", `print(os.getuid(), os.geteuid(), os.getgid(), os.getegid(), os.getgroups())`, "1000 1000 1000 1000 []"},
+	runChecks(t, paths, errnoPrelude, []pyCheck{
+		// uid 1000 in a cold sandbox, 1000+slot in a warm child: never 0,
+		// one id for real, effective, saved and group, no other groups.
+		{"uid", `print(os.getuid() >= 1000, len(set(os.getresuid() + os.getresgid())), os.getgroups())`, "True 1 []"},
 		{"no effective caps", strings.Replace(status, "%s", "CapEff", 1), "0000000000000000"},
 		{"no permitted caps", strings.Replace(status, "%s", "CapPrm", 1), "0000000000000000"},
 		{"empty bounding set", strings.Replace(status, "%s", "CapBnd", 1), "0000000000000000"},
@@ -112,11 +116,11 @@ func TestIdentity(t *testing.T) {
 		{"no_new_privs", strings.Replace(status, "%s", "NoNewPrivs", 1), "1"},
 		{"seccomp filter", strings.Replace(status, "%s", "Seccomp", 1), "2"},
 		{"hostname", `print(socket.gethostname())`, "sandbox"},
-		{"own pid namespace", `print(os.getppid(), [p for p in os.listdir("/proc") if p.isdigit()] == [str(os.getpid())])`, "1 True"},
+		{"sees only its own processes", `print([p for p in os.listdir("/proc") if p.isdigit()] == [str(os.getpid())])`, "True"},
 		{"cannot signal init", `print(errname(lambda: os.kill(1, 9)))`, "EPERM"},
 		{"cgroup namespace", `print(open("/proc/self/cgroup").read().splitlines()[-1])`, "0::/"},
 		{"environment is boxer's fixed one", `print(sorted(os.environ))`, "['HOME', 'LANG', 'LOGNAME', 'MPLBACKEND', 'PATH', 'PYTHONDONTWRITEBYTECODE', 'PYTHONUNBUFFERED', 'TMPDIR', 'USER']"},
-		{"users are the sandbox's", `import pwd; print(sorted(p.pw_name for p in pwd.getpwall()))`, "['nobody', 'root', 'sandbox']"},
+		{"users are the sandbox's", `import pwd; print(sorted(set(p.pw_name for p in pwd.getpwall())), pwd.getpwuid(os.getuid()).pw_name)`, "['nobody', 'root', 'sandbox'] sandbox"},
 	})
 }
 
@@ -137,7 +141,7 @@ func TestHostEnvironmentInvisible(t *testing.T) {
 
 // The scientific stack the service promises works under every protection.
 func TestScientificStack(t *testing.T) {
-	e := newTestEngine(t, nil)
+	_, paths := bothPaths(t, nil)
 	code := `
 import numpy, pandas, scipy.linalg, matplotlib
 import matplotlib.pyplot as plt
@@ -147,31 +151,37 @@ import multiprocessing, subprocess, threading
 with multiprocessing.Pool(2) as p: r = p.map(abs, [-1, -2])
 print(int(numpy.dot([1, 2], [3, 4])), int(df["a"].sum()), r, round(float(scipy.linalg.det([[1, 2], [3, 4]]))))
 `
-	res := runJob(t, e, &boxer.Job{
-		Argv:      []string{"python", "main.py"},
-		Files:     []boxer.File{{Path: "main.py", Content: []byte(code)}},
-		Artifacts: []string{"chart.png"},
-	})
-	if res.Status != boxer.StatusOK || string(res.Stdout.Data) != "11 6 [1, 2] -2\n" {
-		t.Fatalf("status %s stdout %q stderr %s", res.Status, res.Stdout.Data, res.Stderr.Data)
-	}
-	if len(res.Artifacts) != 1 || !strings.HasPrefix(string(res.Artifacts[0].Content), "\x89PNG") {
-		t.Fatalf("no PNG artifact: %+v", res.MissingArtifacts)
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			job := pyJob(code, boxer.Limits{})
+			job.Artifacts = []string{"chart.png"}
+			res := p.run(t, job)
+			if res.Status != boxer.StatusOK || string(res.Stdout.Data) != "11 6 [1, 2] -2\n" {
+				t.Fatalf("status %s stdout %q stderr %s", res.Status, res.Stdout.Data, res.Stderr.Data)
+			}
+			if len(res.Artifacts) != 1 || !strings.HasPrefix(string(res.Artifacts[0].Content), "\x89PNG") {
+				t.Fatalf("no PNG artifact: %+v", res.MissingArtifacts)
+			}
+		})
 	}
 }
 
 // pytest runs through the command, the way /v1/run-python uses it.
 func TestPytestCommand(t *testing.T) {
-	e := newTestEngine(t, nil)
-	res := runJob(t, e, &boxer.Job{
-		Argv: []string{"python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_math.py"},
-		Files: []boxer.File{
-			{Path: "utils.py", Content: []byte("def add(a, b):\n    return a + b\n")},
-			{Path: "test_math.py", Content: []byte("from utils import add\n\ndef test_add():\n    assert add(2, 2) == 4\n\ndef test_fail():\n    assert add(1, 1) == 3\n")},
-		},
-	})
-	if res.Status != boxer.StatusNonzeroExit || res.ExitCode != 1 || !strings.Contains(string(res.Stdout.Data), "1 failed, 1 passed") {
-		t.Fatalf("status %s exit %d stdout %s stderr %s", res.Status, res.ExitCode, res.Stdout.Data, res.Stderr.Data)
+	_, paths := bothPaths(t, nil)
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			res := p.run(t, &boxer.Job{
+				Argv: []string{"python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_math.py"},
+				Files: []boxer.File{
+					{Path: "utils.py", Content: []byte("def add(a, b):\n    return a + b\n")},
+					{Path: "test_math.py", Content: []byte("from utils import add\n\ndef test_add():\n    assert add(2, 2) == 4\n\ndef test_fail():\n    assert add(1, 1) == 3\n")},
+				},
+			})
+			if res.Status != boxer.StatusNonzeroExit || res.ExitCode != 1 || !strings.Contains(string(res.Stdout.Data), "1 failed, 1 passed") {
+				t.Fatalf("status %s exit %d stdout %s stderr %s", res.Status, res.ExitCode, res.Stdout.Data, res.Stderr.Data)
+			}
+		})
 	}
 }
 

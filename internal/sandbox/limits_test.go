@@ -11,8 +11,8 @@ import (
 
 // Each limit is enforced and reported with the right status.
 func TestOutcomes(t *testing.T) {
-	e := newTestEngine(t, nil)
-	for _, tc := range []struct {
+	_, paths := bothPaths(t, nil)
+	type outcomeCase struct {
 		name      string
 		code      string
 		lim       boxer.Limits
@@ -22,7 +22,8 @@ func TestOutcomes(t *testing.T) {
 		stdout    string // exact, unless empty
 		stderrHas string
 		stdoutHas string
-	}{
+	}
+	cases := []outcomeCase{
 		{name: "ok", code: "print(2 + 2)", status: boxer.StatusOK, stdout: "4\n"},
 		{name: "factorial", code: "import math; print(math.factorial(20))", status: boxer.StatusOK, stdout: "2432902008176640000\n"},
 		{name: "exit code", code: "import sys; sys.exit(3)", status: boxer.StatusNonzeroExit, exit: 3},
@@ -62,31 +63,33 @@ func TestOutcomes(t *testing.T) {
 			return b
 		}())},
 		{name: "output after closing stdout", code: "import os, sys\nprint('x')\nos.close(1)\nsys.stderr.write('still here')", status: boxer.StatusOK, stdout: "x\n", stderrHas: "still here"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			job := &boxer.Job{
-				Argv:   []string{"python", "main.py"},
-				Files:  []boxer.File{{Path: "main.py", Content: []byte(tc.code)}},
-				Limits: tc.lim,
-			}
-			if tc.name == "stdin" {
-				job.Stdin = []byte("hello\n")
-			}
-			res := runJob(t, e, job)
-			if res.Status != tc.status || res.ExitCode != tc.exit || res.Signal != tc.signal {
-				t.Fatalf("got status %s exit %d signal %q, want %s %d %q\nstdout: %q\nstderr: %q",
-					res.Status, res.ExitCode, res.Signal, tc.status, tc.exit, tc.signal, res.Stdout.Data, res.Stderr.Data)
-			}
-			if tc.stdout != "" && string(res.Stdout.Data) != tc.stdout {
-				t.Errorf("stdout %q, want %q (stderr %q)", res.Stdout.Data, tc.stdout, res.Stderr.Data)
-			}
-			if !strings.Contains(string(res.Stderr.Data), tc.stderrHas) {
-				t.Errorf("stderr %q lacks %q", res.Stderr.Data, tc.stderrHas)
-			}
-			if !strings.Contains(string(res.Stdout.Data), tc.stdoutHas) {
-				t.Errorf("stdout %q lacks %q", res.Stdout.Data, tc.stdoutHas)
-			}
-		})
+	}
+	for _, p := range paths {
+		for _, tc := range cases {
+			t.Run(p.name+"/"+tc.name, func(t *testing.T) {
+				if p.name == "warm" && tc.lim.DiskBytes != 0 {
+					t.Skip("a warm child's tmpfs size is fixed when it is prepared; jobs asking for another size run cold")
+				}
+				job := pyJob(tc.code, tc.lim)
+				if tc.name == "stdin" {
+					job.Stdin = []byte("hello\n")
+				}
+				res := p.run(t, job)
+				if res.Status != tc.status || res.ExitCode != tc.exit || res.Signal != tc.signal {
+					t.Fatalf("got status %s exit %d signal %q, want %s %d %q\nstdout: %q\nstderr: %q",
+						res.Status, res.ExitCode, res.Signal, tc.status, tc.exit, tc.signal, res.Stdout.Data, res.Stderr.Data)
+				}
+				if tc.stdout != "" && string(res.Stdout.Data) != tc.stdout {
+					t.Errorf("stdout %q, want %q (stderr %q)", res.Stdout.Data, tc.stdout, res.Stderr.Data)
+				}
+				if !strings.Contains(string(res.Stderr.Data), tc.stderrHas) {
+					t.Errorf("stderr %q lacks %q", res.Stderr.Data, tc.stderrHas)
+				}
+				if !strings.Contains(string(res.Stdout.Data), tc.stdoutHas) {
+					t.Errorf("stdout %q lacks %q", res.Stdout.Data, tc.stdoutHas)
+				}
+			})
+		}
 	}
 }
 

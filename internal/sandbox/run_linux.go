@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"time"
 
 	"boxer"
+	"boxer/internal/cgroup"
 	"boxer/internal/sandbox/nsinit"
 
 	"golang.org/x/sys/unix"
@@ -14,11 +16,11 @@ import (
 
 // outcome is what the parent saw of the program's end.
 type outcome struct {
-	exited     bool // pid 1 reported the program's wait status
+	exited     bool // the program's wait status is known
 	waitStatus unix.WaitStatus
 	timedOut   bool
 	cancelled  bool
-	initFailed string // pid 1 died or failed without telling us why the program ended
+	initFailed string // the sandbox died or failed without telling us why the program ended
 }
 
 // run hands the job to a ready sandbox, waits for the program's end and
@@ -32,14 +34,11 @@ func (sb *sandbox) run(ctx context.Context, job *boxer.Job, lim boxer.Limits, pa
 		return nil, err
 	}
 	defer unix.Close(work)
-	if err := writeFiles(work, sb.e.ids.user(sb.slot), job.Files); err != nil {
+	if err := writeFiles(work, sb.ids.user, job.Files); err != nil {
 		return nil, err
 	}
-	stdout := startCapture(sb.stdout, lim.OutputBytes)
-	stderr := startCapture(sb.stderr, lim.OutputBytes)
-	sb.stdout, sb.stderr = nil, nil // the captures own and close them
-	go feedStdin(sb.stdin, job.Stdin)
-	sb.stdin = nil
+	io := startIO(sb.stdin, sb.stdout, sb.stderr, job.Stdin, lim.OutputBytes)
+	sb.stdin, sb.stdout, sb.stderr = nil, nil, nil
 
 	spec := nsinit.Job{
 		Path:    path,
@@ -60,64 +59,99 @@ func (sb *sandbox) run(ctx context.Context, job *boxer.Job, lim boxer.Limits, pa
 		return nil, err
 	}
 	started := time.Now()
-	out := sb.wait(ctx, lim.WallTime)
+	out := awaitEnd(ctx, lim.WallTime, exitsOf(sb.reports), sb.kill)
 	wall := time.Since(started)
-
 	// pid 1 is reaped: the kernel has killed and reaped every process of
 	// the namespace, so the streams are at EOF and the work dir is still.
 	<-sb.exited
-	res := &boxer.Result{Wall: wall, Stdout: stdout.wait(), Stderr: stderr.wait()}
+	return finish(ctx, sb.e, sb.id, sb.cg, work, io, job, out, wall)
+}
+
+// exitsOf turns pid 1's reports into the program's wait status: one value
+// when it reports the exit, none when it dies without (the channel closes).
+func exitsOf(reports <-chan nsinit.Report) <-chan uint32 {
+	ch := make(chan uint32, 1)
+	go func() {
+		defer close(ch)
+		for rep := range reports {
+			if rep.Event == nsinit.EventExited {
+				ch <- rep.WaitStatus
+			}
+		}
+	}()
+	return ch
+}
+
+// awaitEnd blocks until the program ends (a wait status arrives on exits,
+// or exits closes because the sandbox died), the wall-clock limit passes or
+// ctx is done; in the last two cases it kills and keeps waiting for exits.
+func awaitEnd(ctx context.Context, limit time.Duration, exits <-chan uint32, kill func()) outcome {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	var out outcome
+	done := ctx.Done()
+	for {
+		select {
+		case ws, ok := <-exits:
+			if !ok {
+				if !out.exited && !out.timedOut && !out.cancelled {
+					out.initFailed = "sandbox died without reporting the program's exit"
+				}
+				return out
+			}
+			out.exited, out.waitStatus = true, unix.WaitStatus(ws)
+			return out
+		case <-timer.C:
+			out.timedOut = true
+			kill()
+		case <-done:
+			out.cancelled = true
+			done = nil
+			kill()
+		}
+	}
+}
+
+// finish gathers what a finished run left: output, usage, status and
+// artifacts. Precondition: every process of the run is dead.
+func finish(ctx context.Context, e *Engine, id string, cg cgroup.Cgroup, work int, io *runIO, job *boxer.Job, out outcome, wall time.Duration) (*boxer.Result, error) {
+	res := &boxer.Result{Wall: wall, Stdout: io.stdout.wait(), Stderr: io.stderr.wait()}
 	if out.cancelled {
 		return nil, ctx.Err()
 	}
-	stats, err := sb.cg.Stats()
+	stats, err := cg.Stats()
 	if err != nil {
 		return nil, fmt.Errorf("read cgroup stats: %w", err)
 	}
 	res.CPU, res.MemoryPeak = stats.CPU, stats.MemoryPeak
 	classify(res, out, stats.OOMKills)
 	if out.initFailed != "" {
-		sb.e.log.Error("sandbox init failed after start", "sandbox", sb.id, "detail", out.initFailed)
+		e.log.Error("sandbox failed after start", "sandbox", id, "detail", out.initFailed)
 	}
-	res.Artifacts, res.MissingArtifacts = collectArtifacts(work, job.Artifacts, sb.e.artifactLimits())
+	res.Artifacts, res.MissingArtifacts = collectArtifacts(work, job.Artifacts, e.artifactLimits())
 	return res, nil
 }
 
-// wait blocks until the program ends, the wall-clock limit passes or ctx is
-// done; in the last two cases it kills the sandbox.
-func (sb *sandbox) wait(ctx context.Context, limit time.Duration) outcome {
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	var out outcome
-	for {
-		select {
-		case rep, ok := <-sb.reports:
-			switch {
-			case !ok:
-				if !out.exited && !out.timedOut && !out.cancelled {
-					out.initFailed = "sandbox init exited without a report"
-				}
-				return out
-			case rep.Event == nsinit.EventExited:
-				out.exited, out.waitStatus = true, unix.WaitStatus(rep.WaitStatus)
-			default:
-				out.initFailed = fmt.Sprintf("unexpected report %q: %s", rep.Event, rep.Msg)
-			}
-		case <-timer.C:
-			out.timedOut = true
-			sb.kill()
-		case <-ctx.Done():
-			out.cancelled = true
-			sb.kill()
-		}
-	}
+// runIO is a running program's three streams, seen from boxer.
+type runIO struct {
+	stdout, stderr *capture
+}
+
+// startIO starts capturing stdout and stderr and feeding stdin; it owns
+// and closes the three files.
+func startIO(stdin, stdout, stderr *os.File, input []byte, limit int64) *runIO {
+	io := &runIO{stdout: startCapture(stdout, limit), stderr: startCapture(stderr, limit)}
+	go feedStdin(stdin, input)
+	return io
 }
 
 // classify turns what was seen into the result's status.
 func classify(res *boxer.Result, out outcome, oomKills int64) {
 	ws := out.waitStatus
 	switch {
-	case out.timedOut && !out.exited:
+	case out.timedOut && !(out.exited && ws.Exited()):
+		// Killed at the limit (a program that exited on its own just as
+		// the timer fired keeps its own status).
 		res.Status, res.ExitCode, res.Signal = boxer.StatusTimeout, -1, "SIGKILL"
 	case oomKills > 0 && !(out.exited && ws.Exited() && ws.ExitStatus() == 0):
 		// The kernel's own counter says memory ran out and the program did

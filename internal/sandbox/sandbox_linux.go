@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -35,7 +36,7 @@ const cloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
 type sandbox struct {
 	e    *Engine
 	id   string
-	slot int
+	ids  idMap
 	dir  string // <state>/runs/<id>
 	work string // <dir>/work, a tmpfs
 	cg   cgroup.Cgroup
@@ -49,14 +50,34 @@ type sandbox struct {
 	stderr  *os.File           // read end of the program's stderr
 }
 
+// idMap is how a sandbox's ids map to the host's: its root to root, and
+// its users UID..UID+users-1 to user..user+users-1.
+type idMap struct {
+	root, user uint32
+	users      int
+	release    func() // returns the ids once nothing of the sandbox is left
+}
+
+// prepareOpts are what a zygote sandbox adds to a plain one.
+type prepareOpts struct {
+	extraFD *os.File      // becomes FDExtra in pid 1
+	files   []nsinit.File // more generated files; same paths replace the defaults
+}
+
 // prepare builds a sandbox up to the point where it waits for its job:
 // namespaces, root filesystem and cgroup exist; no program runs yet.
-func (e *Engine) prepare(ctx context.Context, lim boxer.Limits) (sb *sandbox, retErr error) {
+func (e *Engine) prepare(ctx context.Context, lim boxer.Limits) (*sandbox, error) {
 	slot, err := e.ids.get()
 	if err != nil {
 		return nil, err
 	}
-	sb = &sandbox{e: e, id: newID(), slot: slot}
+	ids := idMap{root: e.ids.root(slot), user: e.ids.user(slot), users: 1, release: func() { e.ids.put(slot) }}
+	return e.prepareWith(ctx, lim, ids, prepareOpts{})
+}
+
+func (e *Engine) prepareWith(ctx context.Context, lim boxer.Limits, ids idMap, opts prepareOpts) (sb *sandbox, retErr error) {
+	var err error
+	sb = &sandbox{e: e, id: newID(), ids: ids}
 	sb.dir = filepath.Join(e.runsDir, sb.id)
 	sb.work = filepath.Join(sb.dir, "work")
 	defer func() {
@@ -74,17 +95,18 @@ func (e *Engine) prepare(ctx context.Context, lim boxer.Limits) (sb *sandbox, re
 			return sb, fmt.Errorf("create sandbox dir: %w", err)
 		}
 	}
-	if err := mountWork(sb.work, e.ids.user(slot), lim.DiskBytes, e.cfg.TmpInodes); err != nil {
+	if err := mountWork(sb.work, ids.user, lim.DiskBytes, e.cfg.TmpInodes); err != nil {
 		return sb, err
 	}
 	sb.cg, err = e.cgroups.Create(sb.id, resources(lim))
 	if err != nil {
 		return sb, fmt.Errorf("create cgroup: %w", err)
 	}
-	if err := sb.startInit(); err != nil {
+	if err := sb.startInit(opts.extraFD); err != nil {
 		return sb, err
 	}
 	setup := e.setup
+	setup.Files = mergeFiles(setup.Files, opts.files)
 	setup.Root = filepath.Join(sb.dir, "root")
 	setup.Work = sb.work
 	setup.TmpBytes = lim.DiskBytes
@@ -97,9 +119,20 @@ func (e *Engine) prepare(ctx context.Context, lim boxer.Limits) (sb *sandbox, re
 	return sb, nil
 }
 
+// mergeFiles returns base with extra added; an extra file replaces the base
+// file of the same path.
+func mergeFiles(base, extra []nsinit.File) []nsinit.File {
+	out := make([]nsinit.File, 0, len(base)+len(extra))
+	for _, f := range base {
+		if !slices.ContainsFunc(extra, func(x nsinit.File) bool { return x.Path == f.Path }) {
+			out = append(out, f)
+		}
+	}
+	return append(out, extra...)
+}
+
 // startInit starts pid 1 and wires its pipes.
-func (sb *sandbox) startInit() error {
-	e := sb.e
+func (sb *sandbox) startInit(extra *os.File) error {
 	var parentEnds, childEnds []*os.File
 	defer func() {
 		for _, f := range childEnds {
@@ -137,17 +170,14 @@ func (sb *sandbox) startInit() error {
 	parentEnds = []*os.File{specW, repR, inW, outR, errR}
 	sb.spec, sb.stdin, sb.stdout, sb.stderr = specW, inW, outR, errR
 
-	root, user := int(e.ids.root(sb.slot)), int(e.ids.user(sb.slot))
+	idmap := []syscall.SysProcIDMap{
+		{ContainerID: 0, HostID: int(sb.ids.root), Size: 1},
+		{ContainerID: UID, HostID: int(sb.ids.user), Size: sb.ids.users},
+	}
 	attr := &syscall.SysProcAttr{
-		Cloneflags: cloneFlags,
-		UidMappings: []syscall.SysProcIDMap{
-			{ContainerID: 0, HostID: root, Size: 1},
-			{ContainerID: UID, HostID: user, Size: 1},
-		},
-		GidMappings: []syscall.SysProcIDMap{
-			{ContainerID: 0, HostID: root, Size: 1},
-			{ContainerID: UID, HostID: user, Size: 1},
-		},
+		Cloneflags:  cloneFlags,
+		UidMappings: idmap,
+		GidMappings: idmap,
 		// setgroups stays allowed only so that pid 1 can empty the
 		// supplementary groups it would otherwise inherit from boxer.
 		GidMappingsEnableSetgroups: true,
@@ -158,15 +188,19 @@ func (sb *sandbox) startInit() error {
 	if fd, ok := sb.cg.FD(); ok {
 		attr.UseCgroupFD, attr.CgroupFD = true, fd
 	}
+	files := []*os.File{specR, repW, inR, outW, errW}
+	if extra != nil {
+		files = append(files, extra)
+	}
 	sb.cmd = &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{nsinit.Arg0},
 		Env:         []string{}, // pid 1's environ is readable in the sandbox: keep it empty
 		Stderr:      repW,
-		ExtraFiles:  []*os.File{specR, repW, inR, outW, errW},
+		ExtraFiles:  files,
 		SysProcAttr: attr,
 	}
-	if err := sb.cmd.Start(); err != nil {
+	if err := sb.e.spawn.start(sb.cmd); err != nil {
 		for _, f := range parentEnds {
 			f.Close()
 		}
@@ -276,10 +310,10 @@ func (sb *sandbox) destroy() {
 		log.Error("remove sandbox dir", "err", err)
 		leaked = true
 	}
-	if !leaked {
-		// A slot whose cgroup or files outlived it is not handed out
-		// again: its ids might still own something.
-		sb.e.ids.put(sb.slot)
+	if !leaked && sb.ids.release != nil {
+		// Ids whose cgroup or files outlived the sandbox are not handed
+		// out again: they might still own something.
+		sb.ids.release()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"runtime"
 
 	"boxer"
 
@@ -44,14 +45,50 @@ func unmountWork(dir string) error {
 }
 
 // writeFiles places the job's input files in the fresh work dir open at
-// dirfd, owned by uid. Nothing runs in the sandbox yet; even so every path
-// is resolved beneath dirfd without following symlinks.
+// dirfd, created as uid: on a thread of their own whose filesystem uid and
+// gid are uid's. A warm child's work dir belongs to the zygote's user
+// namespace, where boxer's own uid does not exist and the kernel refuses
+// files it would own; created as uid, the files need no chown either.
+// Nothing runs in the sandbox yet; even so every path is resolved beneath
+// dirfd without following symlinks.
 func writeFiles(dirfd int, uid uint32, files []boxer.File) error {
+	if len(files) == 0 {
+		return nil
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := setFSIDs(uid); err != nil {
+			errc <- err
+			return // still locked: the thread exits rather than serve others
+		}
+		errc <- writeFilesHere(dirfd, files)
+		if setFSIDs(0) == nil {
+			runtime.UnlockOSThread()
+		}
+	}()
+	return <-errc
+}
+
+// setFSIDs sets this thread's filesystem uid and gid and checks they took:
+// setfsuid(2) reports no failure of its own.
+func setFSIDs(id uint32) error {
+	_ = unix.Setfsgid(int(id))
+	_ = unix.Setfsuid(int(id))
+	gid, _ := unix.SetfsgidRetGid(-1) // -1 changes nothing and returns the current one
+	uid, _ := unix.SetfsuidRetUid(-1)
+	if uint32(uid) != id || uint32(gid) != id {
+		return fmt.Errorf("set filesystem ids to %d: got %d/%d", id, uid, gid)
+	}
+	return nil
+}
+
+func writeFilesHere(dirfd int, files []boxer.File) error {
 	for _, f := range files {
 		if err := boxer.CheckRelPath(f.Path); err != nil {
 			return boxer.Errorf(boxer.ECodeInvalidRequest, "file path %q %v", f.Path, err)
 		}
-		if err := mkdirAllAt(dirfd, path.Dir(f.Path), uid); err != nil {
+		if err := mkdirAllAt(dirfd, path.Dir(f.Path)); err != nil {
 			return boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: %v", f.Path, err)
 		}
 		fd, err := unix.Openat2(dirfd, f.Path, &unix.OpenHow{
@@ -64,9 +101,6 @@ func writeFiles(dirfd int, uid uint32, files []boxer.File) error {
 		}
 		w := os.NewFile(uintptr(fd), f.Path)
 		_, err = w.Write(f.Content)
-		if err == nil {
-			err = unix.Fchown(fd, int(uid), int(uid))
-		}
 		w.Close()
 		if errors.Is(err, unix.ENOSPC) {
 			return boxer.Errorf(boxer.ECodeInvalidRequest, "files do not fit in the work dir's disk limit")
@@ -78,12 +112,12 @@ func writeFiles(dirfd int, uid uint32, files []boxer.File) error {
 	return nil
 }
 
-// mkdirAllAt creates rel's directories beneath dirfd, owned by uid.
-func mkdirAllAt(dirfd int, rel string, uid uint32) error {
+// mkdirAllAt creates rel's directories beneath dirfd.
+func mkdirAllAt(dirfd int, rel string) error {
 	if rel == "." {
 		return nil
 	}
-	if err := mkdirAllAt(dirfd, path.Dir(rel), uid); err != nil {
+	if err := mkdirAllAt(dirfd, path.Dir(rel)); err != nil {
 		return err
 	}
 	err := unix.Mkdirat(dirfd, rel, 0o755)
@@ -94,10 +128,7 @@ func mkdirAllAt(dirfd int, rel string, uid uint32) error {
 		}
 		return fmt.Errorf("%s is a file and a directory", rel)
 	}
-	if err != nil {
-		return describe(err)
-	}
-	return unix.Fchownat(dirfd, rel, int(uid), int(uid), unix.AT_SYMLINK_NOFOLLOW)
+	return describe(err)
 }
 
 // describe turns an errno into words fit for the caller, without paths.

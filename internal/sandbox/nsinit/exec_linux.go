@@ -34,8 +34,10 @@ func start(job *Job) (int, error) {
 	if err := unix.Chdir(job.Dir); err != nil {
 		return 0, wrap("chdir "+job.Dir, err)
 	}
-	if err := dropBoundingSet(); err != nil {
-		return 0, err
+	if !job.KeepCaps {
+		if err := dropBoundingSet(); err != nil {
+			return 0, err
+		}
 	}
 	// Only the program's three streams cross the exec; the spec and report
 	// pipes and anything the Go runtime opened stay with pid 1.
@@ -53,9 +55,13 @@ func start(job *Job) (int, error) {
 	} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return 0, wrap("no_new_privs", err)
 	}
+	files := []uintptr{FDStdin, FDStdout, FDStderr}
+	if job.PassExtraFD {
+		files = append(files, FDExtra)
+	}
 	attr := &syscall.ProcAttr{
 		Env:   job.Env,
-		Files: []uintptr{FDStdin, FDStdout, FDStderr},
+		Files: files,
 		Sys: &syscall.SysProcAttr{
 			// Leaving uid 0 clears every capability; the supplementary
 			// groups were emptied when pid 1 started.

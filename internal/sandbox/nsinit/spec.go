@@ -10,6 +10,9 @@ const (
 	FDStdin  = 5
 	FDStdout = 6
 	FDStderr = 7
+	// FDExtra, when the parent passes it, becomes the program's fd 3 (a
+	// warm pool's zygote gets its control socket this way).
+	FDExtra = 8
 )
 
 // Setup describes the sandbox's root filesystem and identity. Paths named
@@ -76,6 +79,13 @@ type Job struct {
 	// Seccomp is the marshalled BPF program (internal/seccomp), installed
 	// last before the fork. Empty only when the operator disabled seccomp.
 	Seccomp []byte `json:"seccomp"`
+	// PassExtraFD gives the program FDExtra as its fd 3.
+	PassExtraFD bool `json:"pass_extra_fd,omitempty"`
+	// KeepCaps leaves the capability bounding set whole, so a program run
+	// as UID 0 keeps its capabilities in the sandbox's user namespace. Only
+	// a warm pool's zygote asks for it: it needs them to give each child
+	// its own namespaces and mounts, and it never runs caller code.
+	KeepCaps bool `json:"keep_caps,omitempty"`
 }
 
 // Report events, child -> parent.

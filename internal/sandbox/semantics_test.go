@@ -1,0 +1,69 @@
+package sandbox
+
+import (
+	"testing"
+
+	"boxer"
+)
+
+// A warm run is indistinguishable from `python main.py` (or -c, -m) in a
+// fresh interpreter: the same programs give the same stdout, stderr and
+// exit status on both paths.
+func TestWarmSemanticsMatchCold(t *testing.T) {
+	_, paths := bothPaths(t, nil)
+	const inspect = `import os, sys
+print("argv", sys.argv, "orig", sys.orig_argv)
+print("name", __name__, "file", globals().get("__file__"))
+print("cwd", os.getcwd(), "path0", repr(sys.path[0]), "exe", sys.executable)
+print("globals", sorted(k for k in globals() if k.startswith("__")))
+print("loader", type(__loader__).__name__ if not isinstance(__loader__, type) else __loader__.__name__)
+print("env", sorted(os.environ.items()))
+print("stdin", repr(sys.stdin.read()))
+print("modules", sorted(sys.modules))
+print("flags", sys.flags)
+`
+	file := func(name, content string) boxer.File { return boxer.File{Path: name, Content: []byte(content)} }
+	for _, tc := range []struct {
+		name  string
+		argv  []string
+		files []boxer.File
+		stdin string
+	}{
+		{"file form", []string{"python", "main.py", "a", "b c"}, []boxer.File{file("main.py", inspect)}, "input\n"},
+		{"file in a subdirectory", []string{"python3", "src/app.py"}, []boxer.File{file("src/app.py", inspect)}, ""},
+		{"-c form", []string{"python", "-c", inspect, "x"}, nil, "in"},
+		{"-m form", []string{"python", "-m", "pkg.mod", "y"}, []boxer.File{file("pkg/__init__.py", ""), file("pkg/mod.py", inspect)}, ""},
+		{"exit code", []string{"python", "-c", "import sys; sys.exit(3)"}, nil, ""},
+		{"exit with a message", []string{"python", "-c", "import sys; sys.exit('bye')"}, nil, ""},
+		{"exit code wraps", []string{"python", "-c", "raise SystemExit(300)"}, nil, ""},
+		{"os._exit", []string{"python", "-c", "import os; print('x', flush=True); os._exit(5)"}, nil, ""},
+		{"traceback", []string{"python", "main.py"}, []boxer.File{file("main.py", "def f():\n    raise ValueError('boom')\n\nf()\n")}, ""},
+		{"traceback in -c", []string{"python", "-c", "1/0"}, nil, ""},
+		{"traceback in -m", []string{"python", "-m", "bad"}, []boxer.File{file("bad.py", "import nope\n")}, ""},
+		{"missing module", []string{"python", "-m", "nope"}, nil, ""},
+		{"missing file", []string{"python", "nope.py"}, nil, ""},
+		{"syntax error", []string{"python", "main.py"}, []boxer.File{file("main.py", "x = (\n")}, ""},
+		{"atexit and threads", []string{"python", "main.py"}, []boxer.File{file("main.py",
+			"import atexit, threading, time\natexit.register(lambda: print('atexit'))\n"+
+				"threading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()\nprint('main')\n")}, ""},
+		{"keyboard interrupt", []string{"python", "-c", "raise KeyboardInterrupt"}, nil, ""},
+		{"stdout closed", []string{"python", "-c", "import sys; sys.stdout.close()"}, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got [2]*boxer.Result
+			for i, p := range paths {
+				got[i] = p.run(t, &boxer.Job{Argv: tc.argv, Files: tc.files, Stdin: []byte(tc.stdin)})
+			}
+			cold, warm := got[0], got[1]
+			if cold.Status != warm.Status || cold.ExitCode != warm.ExitCode || cold.Signal != warm.Signal {
+				t.Errorf("cold %s/%d/%s, warm %s/%d/%s", cold.Status, cold.ExitCode, cold.Signal, warm.Status, warm.ExitCode, warm.Signal)
+			}
+			if string(cold.Stdout.Data) != string(warm.Stdout.Data) {
+				t.Errorf("stdout differs\ncold: %s\nwarm: %s", cold.Stdout.Data, warm.Stdout.Data)
+			}
+			if string(cold.Stderr.Data) != string(warm.Stderr.Data) {
+				t.Errorf("stderr differs\ncold: %s\nwarm: %s", cold.Stderr.Data, warm.Stderr.Data)
+			}
+		})
+	}
+}

@@ -1,0 +1,274 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"time"
+
+	"boxer"
+	"boxer/internal/cgroup"
+
+	"golang.org/x/sys/unix"
+)
+
+// Warm is one child of a zygote: isolated, unprivileged and waiting for
+// its one job. Preparing it costs a fork, namespaces and mounts; running a
+// job on it costs the per-job limits, the files and one message.
+//
+// Its job socket (SOCK_SEQPACKET, one JSON message per packet):
+//
+//	boxer                                    child (forked by the zygote)
+//	                                   <-    {"op":"hello"}, with SCM_CREDENTIALS
+//	move child (pid from the credentials)
+//	into its cgroup
+//	{"op":"go"}                        ->    unshare mount/IPC/net/cgroup ns,
+//	                                         tmpfs /work /tmp /dev/shm, lo up
+//	                                   <-    {"op":"ready"} + fd of /work
+//	                                         drop caps, setresuid, no_new_privs,
+//	                                         seccomp; wait
+//	   (the pool keeps it here)
+//	cgroup limits, files via the fd
+//	{"form":..,"target":..,"args":..}  ->    runs the job in-process, exits
+//	                    (the zygote reports the exit status to boxer)
+type Warm struct {
+	z     *Zygote
+	id    string
+	slot  int
+	cg    cgroup.Cgroup
+	conn  *net.UnixConn
+	work  int // dirfd of the child's /work; keeps the tmpfs alive after the child
+	exit  <-chan uint32
+	disk  int64
+	stdin *os.File
+	out   *os.File
+	err   *os.File
+}
+
+// Prepare forks and isolates a warm child.
+func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
+	var slot int
+	select {
+	case slot = <-z.slots:
+	case <-z.dead:
+		return nil, errors.New("zygote died")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	e := z.e
+	w := &Warm{z: z, id: "w" + newID(), slot: slot, work: -1, disk: e.cfg.Limits.DiskBytes}
+	defer func() {
+		if retErr != nil {
+			w.Destroy()
+		}
+	}()
+	var err error
+	w.cg, err = e.cgroups.Create(w.id, resources(e.cfg.Limits))
+	if err != nil {
+		return nil, fmt.Errorf("create cgroup: %w", err)
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socketpair: %w", err)
+	}
+	childSock := os.NewFile(uintptr(pair[1]), "job")
+	defer childSock.Close()
+	if err := unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
+		unix.Close(pair[0])
+		return nil, fmt.Errorf("SO_PASSCRED: %w", err)
+	}
+	if w.conn, err = unixConn(pair[0], "job"); err != nil {
+		return nil, err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer inR.Close()
+	w.stdin = inW
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer outW.Close()
+	w.out = outR
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer errW.Close()
+	w.err = errR
+
+	req := forkReq{UID: UID + slot, DiskBytes: w.disk, Inodes: e.cfg.TmpInodes}
+	if _, w.exit, err = z.fork(req, []*os.File{childSock, inR, outW, errW}); err != nil {
+		return nil, err
+	}
+	hello, err := w.recv(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if hello.creds == nil || hello.Op != "hello" {
+		return nil, fmt.Errorf("warm child: no credentials in %q", hello.Op)
+	}
+	if err := w.cg.Add(int(hello.creds.Pid)); err != nil {
+		return nil, fmt.Errorf("move warm child into its cgroup: %w", err)
+	}
+	if err := w.send(map[string]string{"op": "go"}); err != nil {
+		return nil, err
+	}
+	ready, err := w.recv(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ready.Op != "ready" || len(ready.fds) != 1 {
+		for _, fd := range ready.fds {
+			unix.Close(fd)
+		}
+		return nil, fmt.Errorf("warm child setup failed: %s", ready.Msg)
+	}
+	w.work = ready.fds[0]
+	return w, nil
+}
+
+func (w *Warm) send(v any) error {
+	b, _ := json.Marshal(v)
+	if _, err := w.conn.Write(b); err != nil {
+		return fmt.Errorf("warm child: send: %w", err)
+	}
+	return nil
+}
+
+// childMsg is one message from a warm child, with what the kernel attached.
+type childMsg struct {
+	Op, Msg string
+	creds   *unix.Ucred
+	fds     []int
+}
+
+// recv reads the child's next message, within the setup timeout.
+func (w *Warm) recv(ctx context.Context) (childMsg, error) {
+	deadline := time.Now().Add(setupTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = w.conn.SetReadDeadline(deadline)
+	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(unix.SizeofUcred)+unix.CmsgSpace(4*4))
+	n, oobn, _, _, err := w.conn.ReadMsgUnix(buf, oob)
+	var m childMsg
+	if err != nil || n == 0 {
+		return m, fmt.Errorf("warm child: setup ended early (%v)", err)
+	}
+	cmsgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+	for i := range cmsgs {
+		if fds, err := unix.ParseUnixRights(&cmsgs[i]); err == nil {
+			m.fds = append(m.fds, fds...)
+		} else if cred, err := unix.ParseUnixCredentials(&cmsgs[i]); err == nil {
+			m.creds = cred
+		}
+	}
+	if err := json.Unmarshal(buf[:n], &m); err != nil {
+		for _, fd := range m.fds {
+			unix.Close(fd)
+		}
+		return m, fmt.Errorf("warm child: bad message: %w", err)
+	}
+	return m, nil
+}
+
+// Form is how a warm child runs a job: "file" (python FILE ARGS), "command"
+// (python -c CODE ARGS) or "module" (python -m MOD ARGS).
+type Form struct {
+	Kind   string
+	Target string
+	Args   []string
+}
+
+// WarmForm tells whether argv can run warm, and how. Only the three plain
+// forms qualify; any interpreter flag sends the job to a cold sandbox,
+// which runs it exactly as given.
+func (e *Engine) WarmForm(argv []string) (Form, bool) {
+	if len(argv) < 2 || !slices.Contains(e.runtime.Aliases, argv[0]) {
+		return Form{}, false
+	}
+	switch a := argv[1]; {
+	case (a == "-c" || a == "-m") && len(argv) >= 3:
+		kind := map[string]string{"-c": "command", "-m": "module"}[a]
+		return Form{Kind: kind, Target: argv[2], Args: argv[3:]}, true
+	case a != "" && a[0] != '-':
+		return Form{Kind: "file", Target: a, Args: argv[2:]}, true
+	}
+	return Form{}, false
+}
+
+// Fits reports whether a job with these limits can run on w: limits that
+// shape the child's mounts were fixed when it was prepared.
+func (w *Warm) Fits(lim boxer.Limits) bool { return lim.DiskBytes == w.disk }
+
+// Run runs job on w in the given form. w is spent afterwards: Destroy it.
+func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form Form) (*boxer.Result, error) {
+	e := w.z.e
+	if err := w.cg.Set(resources(lim)); err != nil {
+		return nil, fmt.Errorf("apply cgroup limits: %w", err)
+	}
+	if err := writeFiles(w.work, w.z.userBase+uint32(w.slot), job.Files); err != nil {
+		return nil, err
+	}
+	io := startIO(w.stdin, w.out, w.err, job.Stdin, lim.OutputBytes)
+	w.stdin, w.out, w.err = nil, nil, nil
+	var rl [][3]uint64
+	for _, r := range rlimits(lim) {
+		rl = append(rl, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
+	}
+	msg := map[string]any{"form": form.Kind, "target": form.Target, "args": nonNil(form.Args),
+		"orig_argv": job.Argv, "rlimits": rl}
+	if err := w.send(msg); err != nil {
+		return nil, err
+	}
+	w.conn.Close()
+	w.conn = nil
+	started := time.Now()
+	out := awaitEnd(ctx, lim.WallTime, w.exit, func() { _ = w.cg.Kill() })
+	wall := time.Since(started)
+	// The child is gone; whatever it started goes too, before anything is
+	// read or reported.
+	if err := w.cg.Kill(); err != nil {
+		return nil, fmt.Errorf("kill warm child's processes: %w", err)
+	}
+	return finish(ctx, e, w.id, w.cg, w.work, io, job, out, wall)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Destroy kills what is left of w and removes its cgroup and work dir.
+func (w *Warm) Destroy() {
+	if w.conn != nil {
+		w.conn.Close() // an unused child reads EOF and exits
+	}
+	for _, f := range []*os.File{w.stdin, w.out, w.err} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	leaked := false
+	if w.cg != nil {
+		if err := w.cg.Destroy(); err != nil {
+			w.z.e.log.Error("destroy warm cgroup", "sandbox", w.id, "err", err)
+			leaked = true
+		}
+	}
+	if w.work >= 0 {
+		unix.Close(w.work) // the last reference to the child's tmpfs
+	}
+	if !leaked {
+		w.z.slots <- w.slot
+	}
+}

@@ -1,0 +1,271 @@
+"""boxer's warm-pool zygote.
+
+It runs as root of the pool sandbox's user namespace and forks one child per
+future job. Each child gets its own mount, IPC, network and cgroup
+namespaces, fresh tmpfs mounts, its own uid, an empty capability bounding
+set, no_new_privs and the sandbox's seccomp filter -- all before any caller
+code exists -- and then waits for its job. The zygote itself never runs
+caller code. The protocol is described in warm_linux.go.
+"""
+
+import sys
+
+_BASELINE = set(sys.modules)
+
+import ctypes  # noqa: E402  (imports after the baseline on purpose)
+import fcntl
+import gc
+import json
+import os
+import resource
+import select
+import socket
+import struct
+
+_OWN = set(sys.modules) - _BASELINE
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWCGROUP = 0x20000, 0x8000000, 0x40000000, 0x2000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
+PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 24, 38, 22, 2
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
+EINVAL = 22
+MAX_MSG = 1 << 20
+
+
+def _check(ret, step):
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, "%s: %s" % (step, os.strerror(err)))
+
+
+def _recv(sock, nfds=0):
+    msg, fds, _, _ = socket.recv_fds(sock, MAX_MSG, nfds)
+    return (json.loads(msg) if msg else None), fds
+
+
+def _send(sock, obj, fds=()):
+    data = json.dumps(obj).encode()
+    if fds:
+        socket.send_fds(sock, [data], list(fds))
+    else:
+        sock.send(data)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _isolate(req):
+    """Gives this child its own namespaces and tmpfs mounts (as the user
+    namespace's root), returns a directory fd of its work dir."""
+    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWCGROUP), "unshare")
+    _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    uid = req["uid"]
+    work = "size=%d,nr_inodes=%d,mode=0700,uid=%d,gid=%d" % (req["disk_bytes"], req["inodes"], uid, uid)
+    tmp = "size=%d,nr_inodes=%d,mode=1777" % (req["disk_bytes"], req["inodes"])
+    for path, opts in (("/work", work), ("/tmp", tmp), ("/dev/shm", tmp)):
+        _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", flags, opts.encode()), "mount " + path)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    ifr = fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sH14x", b"lo", 0))
+    up = struct.unpack("16sH14x", ifr)[1] | IFF_UP
+    fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", up))
+    s.close()
+    os.chdir("/work")
+    return os.open("/work", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def _drop(uid, prog):
+    """Leaves root for good: no capabilities now or after any exec, no new
+    privileges, and the sandbox's syscall filter, installed last."""
+    cap = 0
+    while _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
+        cap += 1
+    if ctypes.get_errno() != EINVAL:
+        _check(-1, "drop capability %d" % cap)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    if prog:
+        buf = ctypes.create_string_buffer(prog, len(prog))
+        fprog = _SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+
+
+def _child(req, fds, prog, drop):
+    """Runs in the forked child. Never returns."""
+    try:
+        job_fd, stdin, stdout, stderr = fds
+        CTRL.detach()  # fd 3 becomes the job socket; the control socket is the zygote's
+        for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2), (job_fd, 3)):
+            os.dup2(fd, target)
+        os.closerange(4, 1 << 20)
+        sock = socket.socket(fileno=3)
+        # boxer reads our pid, as its own namespace numbers it, from the
+        # credentials the kernel attaches to this message (SO_PASSCRED).
+        _send(sock, {"op": "hello"})
+        go, _ = _recv(sock)  # boxer has moved us into our cgroup
+        if go is None:
+            os._exit(0)
+        wfd = _isolate(req)
+        _send(sock, {"op": "ready"}, [wfd])
+        os.close(wfd)
+        _drop(req["uid"], prog)
+        job, _ = _recv(sock)
+        sock.close()
+        if job is None:
+            os._exit(0)  # discarded unused
+        for res, cur, hard in job["rlimits"]:
+            resource.setrlimit(res, (cur, hard))
+        for name in drop:
+            sys.modules.pop(name, None)
+    except BaseException as e:  # setup failed: tell boxer, never run the job
+        try:
+            _send(socket.socket(fileno=3), {"op": "error", "msg": "%s: %s" % (type(e).__name__, e)})
+        finally:
+            os._exit(70)
+    _run(job)
+
+
+def _run(job):
+    """Runs the job as `python FILE`, `python -c CODE` or `python -m MOD`
+    would, then ends the process with the interpreter's exit code."""
+    form, target, args = job["form"], job["target"], job["args"]
+    sys.orig_argv = job["orig_argv"]
+    sys.executable = _which(sys.orig_argv[0])
+    # A __main__ like the one the interpreter makes before running anything.
+    main = type(sys)("__main__")
+    main.__dict__.update(
+        __builtins__=__builtins__, __annotations__={}, __doc__=None, __package__=None,
+        __spec__=None, __loader__=sys.modules["_frozen_importlib"].BuiltinImporter)
+    sys.modules["__main__"] = main
+    code = 0
+    try:
+        if form == "module":
+            sys.argv = [target] + args
+            sys.path[0] = os.getcwd()
+            import runpy
+            runpy._run_module_as_main(target)
+        else:
+            if form == "file":
+                path = os.path.abspath(target)
+                sys.argv = [target] + args
+                sys.path[0] = os.path.dirname(path)
+                main.__file__, main.__cached__ = path, None
+                main.__loader__ = type(__loader__)("__main__", path)
+                try:
+                    with open(target, "rb") as f:
+                        src = f.read()
+                except OSError as e:
+                    print("%s: can't open file %r: [Errno %d] %s" % (sys.orig_argv[0], path, e.errno, e.strerror),
+                          file=sys.stderr)
+                    _finalize(2)
+            else:
+                path, src = "<string>", target
+                sys.argv = ["-c"] + args
+                sys.path[0] = ""
+            exec(compile(src, path, "exec"), main.__dict__)
+    except SystemExit as e:
+        code = _exit_code(e)
+    except BaseException as e:
+        # Drop this frame: a traceback shows only the caller's code (and
+        # runpy's, as `python -m` does). A SyntaxError from compile() has no
+        # frame left and prints as the interpreter prints it. The hook
+        # prints e.__traceback__, so the frame is cut from e itself.
+        e.__traceback__ = e.__traceback__.tb_next
+        sys.excepthook(type(e), e, e.__traceback__)
+        code = 1
+        if isinstance(e, KeyboardInterrupt):
+            code = -2
+    _finalize(code)
+
+
+def _which(argv0):
+    """sys.executable as the interpreter derives it from argv[0]."""
+    if "/" in argv0:
+        return os.path.abspath(argv0)
+    for d in os.environ.get("PATH", "").split(":"):
+        p = os.path.join(d, argv0)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return ""
+
+
+def _exit_code(e):
+    """The exit code the interpreter gives an uncaught SystemExit."""
+    c = e.code
+    if c is None:
+        return 0
+    if isinstance(c, int):
+        return c & 0xFF
+    try:
+        print(c, file=sys.stderr)
+    except Exception:
+        pass
+    return 1
+
+
+def _finalize(code):
+    """Shuts down as the interpreter would (threads, atexit, flush) but
+    skips tearing down every module: the process ends right after."""
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        try:
+            threading._shutdown()
+        except BaseException:
+            pass
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None and not stream.closed:
+                stream.flush()
+        except Exception:
+            code = 120 if code == 0 else code
+    if code == -2:  # KeyboardInterrupt: die of SIGINT, as the interpreter does
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(code)
+
+
+def main():
+    cfg, _ = _recv(CTRL)
+    for name in cfg["preimports"]:
+        __import__(name)
+    pre = set(sys.modules) - _BASELINE - _OWN
+    drop = sorted(_OWN - pre)
+    prog = bytes.fromhex(cfg["seccomp"])
+    gc.collect()
+    gc.freeze()  # keep the collector off the shared pages in every child
+    _send(CTRL, {"op": "ready", "preimported": sorted(pre)})
+    children = {}  # pidfd -> pid
+    while True:
+        ready, _, _ = select.select([CTRL] + list(children), [], [])
+        for fd in ready:
+            if fd is CTRL:
+                req, fds = _recv(CTRL, 4)
+                if req is None:
+                    os._exit(0)  # boxer closed the control socket
+                pid = os.fork()
+                if pid == 0:
+                    _child(req, fds, prog, drop)
+                for f in fds:
+                    os.close(f)
+                children[os.pidfd_open(pid)] = pid
+                _send(CTRL, {"op": "forked", "pid": pid})
+            else:
+                pid = children.pop(fd)
+                os.close(fd)
+                _, status = os.waitpid(pid, 0)
+                _send(CTRL, {"op": "exited", "pid": pid, "status": status})
+
+
+CTRL = socket.socket(fileno=3)
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,326 @@
+package sandbox
+
+import (
+	"context"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"boxer/internal/sandbox/nsinit"
+	"boxer/internal/seccomp"
+
+	"golang.org/x/sys/unix"
+)
+
+//go:embed zygote.py
+var zygoteSource string
+
+const zygotePath = "/usr/lib/boxer/zygote.py"
+
+// zygoteStartTimeout bounds the zygote's start, pre-imports included.
+var zygoteStartTimeout = 2 * time.Minute
+
+// ZygoteConfig shapes a warm pool's zygote.
+type ZygoteConfig struct {
+	// PreImports are modules the zygote imports once, so every job forked
+	// from it starts with them loaded and their pages shared.
+	PreImports []string
+	// Slots bounds the warm children that may exist at once. Default 64.
+	Slots int
+	// MemoryBytes caps the zygote's own cgroup (the interpreter and its
+	// pre-imports; each child is charged to its own). Default 1 GiB.
+	MemoryBytes int64
+}
+
+// Zygote is a long-lived sandbox whose program, zygote.py, forks warm
+// children: each is isolated before any job exists and serves exactly one.
+//
+// The zygote sandbox is an ordinary sandbox (pid 1, mounts, cgroup) whose
+// program keeps its capabilities inside the sandbox's user namespace, runs
+// under seccomp.Zygote, and never runs caller code. boxer talks to it over
+// a SOCK_SEQPACKET socket, one JSON message per packet:
+//
+//	boxer                                    zygote
+//	{"preimports":[...],"seccomp":hex} ->    imports, gc.freeze
+//	                                   <-    {"op":"ready","preimported":[...]}
+//	{"uid":N,...} + 4 fds              ->    fork
+//	  (job socket, stdin, stdout, stderr)
+//	                                   <-    {"op":"forked","pid":P}
+//	                                   <-    {"op":"exited","pid":P,"status":S}
+//
+// Each child then talks to boxer on its own job socket (see Warm).
+type Zygote struct {
+	e        *Engine
+	sb       *sandbox
+	ctrl     *net.UnixConn
+	userBase uint32   // host id of the zygote's uid UID
+	slots    chan int // free child slots: child uid UID+slot
+	log      *capture // the zygote's own stderr, for the log if it dies
+
+	// Preimported lists every module the pre-imports loaded.
+	Preimported []string
+
+	forkMu  sync.Mutex      // one fork request in flight, so replies pair with requests
+	replies chan zygoteMsg  // the reply to the request in flight
+	mu      sync.Mutex      // guards exits
+	exits   map[int]chan uint32
+	dead    chan struct{} // closed when the zygote is gone
+}
+
+type zygoteMsg struct {
+	Op          string   `json:"op"`
+	Pid         int      `json:"pid"`
+	Status      uint32   `json:"status"`
+	Preimported []string `json:"preimported"`
+}
+
+// StartZygote starts a zygote sandbox and waits until its pre-imports are
+// done. Only one zygote may be live per engine: it owns the id block after
+// the cold sandboxes' ids.
+func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, retErr error) {
+	if cfg.Slots == 0 {
+		cfg.Slots = 64
+	}
+	if cfg.MemoryBytes == 0 {
+		cfg.MemoryBytes = 1 << 30
+	}
+	if cfg.Slots < 1 || cfg.Slots > idBlock/4 {
+		return nil, fmt.Errorf("zygote: slots %d out of range", cfg.Slots)
+	}
+	if !e.zygoteIDs.TryLock() {
+		return nil, errors.New("zygote: another zygote of this engine is live")
+	}
+	base := e.cfg.IDBase + 2*uint32(e.cfg.MaxSandboxes)
+	ids := idMap{root: base, user: base + 1, users: cfg.Slots, release: e.zygoteIDs.Unlock}
+
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		e.zygoteIDs.Unlock()
+		return nil, fmt.Errorf("zygote: socketpair: %w", err)
+	}
+	childEnd := os.NewFile(uintptr(pair[1]), "zygote-ctrl")
+	ctrl, err := unixConn(pair[0], "zygote-ctrl")
+	if err != nil {
+		childEnd.Close()
+		e.zygoteIDs.Unlock()
+		return nil, err
+	}
+	lim := e.cfg.Limits
+	lim.CPUs = float64(runtime.NumCPU())
+	lim.MemoryBytes = cfg.MemoryBytes
+	lim.Pids = 64 + cfg.Slots // a child counts here until boxer moves it to its own cgroup
+	sb, err := e.prepareWith(ctx, lim, ids, prepareOpts{
+		extraFD: childEnd,
+		files: []nsinit.File{
+			{Path: "/etc/passwd", Mode: 0o644, Content: passwd(cfg.Slots)},
+			{Path: zygotePath, Mode: 0o644, Content: zygoteSource},
+		},
+	})
+	// Only pid 1 (and through it the zygote) may hold the other end, so
+	// that the zygote's death closes the socket.
+	childEnd.Close()
+	if err != nil {
+		ctrl.Close()
+		return nil, fmt.Errorf("zygote: %w", err)
+	}
+	z := &Zygote{
+		e: e, sb: sb, ctrl: ctrl, userBase: ids.user,
+		slots:   make(chan int, cfg.Slots),
+		replies: make(chan zygoteMsg, 1),
+		exits:   make(map[int]chan uint32),
+		dead:    make(chan struct{}),
+	}
+	defer func() {
+		if retErr != nil {
+			z.Close()
+		}
+	}()
+	for i := range cfg.Slots {
+		z.slots <- i
+	}
+	filter, err := seccomp.Build(seccomp.Zygote())
+	if err != nil {
+		return nil, fmt.Errorf("zygote: seccomp: %w", err)
+	}
+	zfilter := filter.Marshal()
+	if e.cfg.NoSeccomp {
+		zfilter = nil
+	}
+	job := nsinit.Job{
+		Path: e.runtime.Path,
+		Argv: []string{"python", zygotePath},
+		Env:  programEnv(),
+		Dir:  WorkDir,
+		Rlimits: []nsinit.Rlimit{
+			{Resource: unix.RLIMIT_CORE},
+			{Resource: unix.RLIMIT_NOFILE, Cur: 8192, Max: 8192},
+		},
+		Seccomp:     zfilter,
+		PassExtraFD: true,
+		KeepCaps:    true,
+	}
+	if err := json.NewEncoder(sb.spec).Encode(&job); err != nil {
+		return nil, fmt.Errorf("zygote: send job: %w", err)
+	}
+	sb.spec.Close()
+	sb.spec = nil
+	if _, err := sb.await(ctx, nsinit.EventStarted); err != nil {
+		return nil, fmt.Errorf("zygote: %w", err)
+	}
+	sb.stdin.Close()
+	sb.stdin = nil
+	z.log = startCapture(sb.stderr, 64<<10)
+	go func() { _ = startCapture(sb.stdout, 0).wait() }()
+	sb.stdout, sb.stderr = nil, nil
+	go z.read()
+
+	hello, _ := json.Marshal(map[string]any{"preimports": nonNil(cfg.PreImports), "seccomp": hex.EncodeToString(e.filter)})
+	if _, err := ctrl.Write(hello); err != nil {
+		return nil, fmt.Errorf("zygote: send config: %w", err)
+	}
+	t := time.NewTimer(zygoteStartTimeout)
+	defer t.Stop()
+	select {
+	case m := <-z.replies:
+		if m.Op != "ready" {
+			return nil, fmt.Errorf("zygote: got %q, want ready", m.Op)
+		}
+		z.Preimported = m.Preimported
+	case <-z.dead:
+		return nil, fmt.Errorf("zygote died while starting: %s", z.stderrAfterKill())
+	case <-t.C:
+		return nil, fmt.Errorf("zygote: not ready within %v: %s", zygoteStartTimeout, z.stderrAfterKill())
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return z, nil
+}
+
+// read dispatches the zygote's messages until its socket closes.
+func (z *Zygote) read() {
+	defer close(z.dead)
+	buf := make([]byte, 1<<16)
+	for {
+		n, err := z.ctrl.Read(buf)
+		if err != nil || n == 0 {
+			return
+		}
+		var m zygoteMsg
+		if err := json.Unmarshal(buf[:n], &m); err != nil {
+			z.e.log.Error("zygote: bad message", "err", err)
+			return
+		}
+		switch m.Op {
+		case "forked":
+			z.mu.Lock()
+			z.exits[m.Pid] = make(chan uint32, 1)
+			z.mu.Unlock()
+			z.replies <- m
+		case "exited":
+			z.mu.Lock()
+			ch := z.exits[m.Pid]
+			delete(z.exits, m.Pid)
+			z.mu.Unlock()
+			if ch != nil {
+				ch <- m.Status
+			}
+		default:
+			z.replies <- m
+		}
+	}
+}
+
+// forkReq asks the zygote for one child.
+type forkReq struct {
+	UID       int   `json:"uid"`
+	DiskBytes int64 `json:"disk_bytes"`
+	Inodes    int64 `json:"inodes"`
+}
+
+// fork asks the zygote for a child that gets files as its job socket,
+// stdin, stdout and stderr. It returns the child's pid (as boxer sees it)
+// and a channel that receives its wait status, or closes if the zygote dies.
+func (z *Zygote) fork(req forkReq, files []*os.File) (int, <-chan uint32, error) {
+	z.forkMu.Lock()
+	defer z.forkMu.Unlock()
+	b, _ := json.Marshal(req)
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	if _, _, err := z.ctrl.WriteMsgUnix(b, unix.UnixRights(fds...), nil); err != nil {
+		return 0, nil, fmt.Errorf("zygote: fork request: %w", err)
+	}
+	t := time.NewTimer(setupTimeout)
+	defer t.Stop()
+	select {
+	case m := <-z.replies:
+		if m.Op != "forked" {
+			return 0, nil, fmt.Errorf("zygote: got %q, want forked", m.Op)
+		}
+		z.mu.Lock()
+		ch := z.exits[m.Pid]
+		z.mu.Unlock()
+		return m.Pid, ch, nil
+	case <-z.dead:
+		return 0, nil, errors.New("zygote died")
+	case <-t.C:
+		return 0, nil, fmt.Errorf("zygote: no fork within %v", setupTimeout)
+	}
+}
+
+// Dead is closed when the zygote has died; its warm children die with it.
+func (z *Zygote) Dead() <-chan struct{} { return z.dead }
+
+// stderrAfterKill kills the zygote sandbox and returns what the zygote
+// wrote to its stderr, for diagnosing a failed start.
+func (z *Zygote) stderrAfterKill() string {
+	z.sb.kill()
+	if z.log == nil {
+		return "(no output)"
+	}
+	out := z.log.wait()
+	return strings.TrimSpace(string(out.Data))
+}
+
+// Close kills the zygote and every child it forked, and removes the
+// zygote sandbox.
+func (z *Zygote) Close() {
+	z.ctrl.Close()
+	z.sb.destroy()
+}
+
+// passwd is /etc/passwd for a zygote sandbox: every child uid is "sandbox".
+func passwd(slots int) string {
+	var b strings.Builder
+	b.WriteString("root:x:0:0:root:/root:/usr/sbin/nologin\n")
+	for i := range slots {
+		fmt.Fprintf(&b, "sandbox:x:%d:%d:sandbox:/tmp:/usr/sbin/nologin\n", UID+i, UID+i)
+	}
+	b.WriteString("nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+	return b.String()
+}
+
+// unixConn wraps a socket fd as a *net.UnixConn, on the runtime's poller.
+func unixConn(fd int, name string) (*net.UnixConn, error) {
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close() // FileConn dups it
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, fmt.Errorf("%s: not a unix socket", name)
+	}
+	return uc, nil
+}

@@ -1,0 +1,32 @@
+//go:build amd64 || arm64
+
+package seccomp
+
+import "golang.org/x/sys/unix"
+
+// zygoteNSFlags are the namespaces a warm pool's zygote may still create for
+// each child it forks. A user, PID, UTS or time namespace stays refused: the
+// zygote only separates mounts, IPC, network and cgroup views.
+const zygoteNSFlags = unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP
+
+// Zygote returns the policy of a warm pool's zygote: Default, plus the
+// unshare, mount and umount2 calls it needs to give each forked child its
+// own namespaces and tmpfs mounts before the child installs Default on top
+// of it. Filters stack, so caller code in a child runs under both and gets
+// the stricter answer; the zygote itself never runs caller code.
+func Zygote() Policy {
+	p := Default()
+	extra := map[uint32]Rule{
+		unix.SYS_UNSHARE: {Nr: unix.SYS_UNSHARE, Action: Allow, Checks: []Check{
+			{Arg: 0, Op: AnyBits, Value: nsFlags &^ zygoteNSFlags, Action: Errno(unix.EPERM)},
+		}},
+		unix.SYS_MOUNT:   {Nr: unix.SYS_MOUNT, Action: Allow},
+		unix.SYS_UMOUNT2: {Nr: unix.SYS_UMOUNT2, Action: Allow},
+	}
+	for i, r := range p.Rules {
+		if x, ok := extra[r.Nr]; ok {
+			p.Rules[i] = x
+		}
+	}
+	return p
+}

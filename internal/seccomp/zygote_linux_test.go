@@ -1,0 +1,56 @@
+//go:build amd64 || arm64
+
+package seccomp
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// The zygote may unshare the namespaces it gives each child, mount and
+// unmount, and nothing more than Default otherwise.
+func TestZygotePolicy(t *testing.T) {
+	z := Zygote()
+	if err := z.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	eperm := Errno(unix.EPERM)
+	rule := func(p Policy, nr uint32) Rule {
+		t.Helper()
+		for _, r := range p.Rules {
+			if r.Nr == nr {
+				return r
+			}
+		}
+		t.Fatalf("no rule for %d", nr)
+		return Rule{}
+	}
+	for _, nr := range []uint32{unix.SYS_MOUNT, unix.SYS_UMOUNT2} {
+		if r := rule(z, nr); r.Action != Allow || len(r.Checks) != 0 {
+			t.Errorf("syscall %d: %+v", nr, r)
+		}
+	}
+	u := rule(z, unix.SYS_UNSHARE)
+	if u.Action != Allow || len(u.Checks) != 1 || u.Checks[0].Action != eperm ||
+		u.Checks[0].Value&unix.CLONE_NEWUSER == 0 || u.Checks[0].Value&unix.CLONE_NEWPID == 0 ||
+		u.Checks[0].Value&unix.CLONE_NEWNS != 0 || u.Checks[0].Value&unix.CLONE_NEWNET != 0 {
+		t.Errorf("unshare: %+v", u)
+	}
+	d := Default()
+	changed := 0
+	for i := range d.Rules {
+		if d.Rules[i].Nr != z.Rules[i].Nr {
+			t.Fatalf("rule %d: order differs", i)
+		}
+		if d.Rules[i].Action != z.Rules[i].Action || len(d.Rules[i].Checks) != len(z.Rules[i].Checks) {
+			changed++
+		}
+	}
+	if changed != 3 {
+		t.Errorf("%d rules differ from Default, want 3", changed)
+	}
+	if _, err := Build(z); err != nil {
+		t.Fatal(err)
+	}
+}
