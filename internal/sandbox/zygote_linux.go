@@ -68,9 +68,9 @@ type Zygote struct {
 	// Preimported lists every module the pre-imports loaded.
 	Preimported []string
 
-	forkMu  sync.Mutex      // one fork request in flight, so replies pair with requests
-	replies chan zygoteMsg  // the reply to the request in flight
-	mu      sync.Mutex      // guards exits
+	forkMu  sync.Mutex     // one fork request in flight, so replies pair with requests
+	replies chan zygoteMsg // the reply to the request in flight
+	mu      sync.Mutex     // guards exits
 	exits   map[int]chan uint32
 	dead    chan struct{} // closed when the zygote is gone
 }
