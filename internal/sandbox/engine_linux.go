@@ -142,6 +142,9 @@ func searchable(dir string) error {
 // Runtime describes the interpreter the engine runs.
 func (e *Engine) Runtime() Runtime { return *e.runtime }
 
+// Limits are the limits a job gets for what it leaves unset.
+func (e *Engine) Limits() boxer.Limits { return e.cfg.Limits }
+
 // CgroupVersion reports which cgroup hierarchy the engine uses.
 func (e *Engine) CgroupVersion() cgroup.Version { return e.cgroups.Version() }
 

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"boxer"
+
+	"golang.org/x/sys/unix"
 )
 
 // newTestZygote starts a zygote on a test engine.
@@ -51,3 +53,106 @@ func TestWarmSmoke(t *testing.T) {
 }
 
 func init() { zygoteStartTimeout = 20 * time.Second }
+
+// Nothing of one warm job is visible to the next, even when the next
+// reuses its slot (the same uid): files, tmpfs content, processes,
+// environment, module state, SysV IPC.
+func TestWarmJobsLeaveNothing(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z, err := e.StartZygote(context.Background(), ZygoteConfig{Slots: 1, PreImports: []string{"json"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	first := `
+import os, json, sys, subprocess, time, ctypes
+open("/work/left", "w").write("x"); open("/tmp/left", "w").write("x"); open("/dev/shm/left", "w").write("x")
+os.environ["LEFT"] = "1"
+json.LEFT = 1
+sys.LEFT = 1
+if os.fork() == 0:
+    os.setsid(); time.sleep(300)
+libc = ctypes.CDLL(None)
+libc.shmget(0x1234, 4096, 0o1666)
+print("uid", os.getuid())
+`
+	second := `
+import os, json, sys, ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print("uid", os.getuid())
+print(os.listdir("/work"), os.listdir("/tmp"), os.listdir("/dev/shm"))
+print(os.environ.get("LEFT"), hasattr(json, "LEFT"), hasattr(sys, "LEFT"))
+print([p for p in os.listdir("/proc") if p.isdigit()] == [str(os.getpid())])
+print(libc.shmget(0x1234, 4096, 0o666) == -1)
+`
+	a := runWarm(t, z, pyJob(first, boxer.Limits{}))
+	b := runWarm(t, z, pyJob(second, boxer.Limits{}))
+	if a.Status != boxer.StatusOK || b.Status != boxer.StatusOK {
+		t.Fatalf("%s %s: %s %s", a.Status, b.Status, a.Stderr.Data, b.Stderr.Data)
+	}
+	want := string(a.Stdout.Data) + "['main.py'] [] []\nNone False False\nTrue\nTrue\n"
+	if got := string(b.Stdout.Data); got != want {
+		t.Fatalf("second job saw:\n%s\nwant:\n%s", got, want)
+	}
+	if pids := processesInIDRange(e); len(pids) > 0 {
+		t.Fatalf("processes of the first job remain: %v", pids)
+	}
+}
+
+// Two warm children alive at once cannot reach each other: not through
+// abstract or path sockets, loopback, /tmp, or signals.
+func TestWarmChildrenApart(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	ctx := context.Background()
+	listener := `
+import os, socket, time
+s = socket.socket(socket.AF_UNIX); s.bind("\0boxer-test"); s.listen()
+t = socket.socket(); t.bind(("127.0.0.1", 7777)); t.listen()
+open("/tmp/mine", "w").write(str(os.getpid()))
+open("/work/ready", "w").close()
+time.sleep(30)
+`
+	w1, err := z.Prepare(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w1.Destroy()
+	done := make(chan *boxer.Result, 1)
+	go func() {
+		form, _ := e.WarmForm([]string{"python", "main.py"})
+		res, _ := w1.Run(ctx, pyJob(listener, boxer.Limits{WallTime: 20 * time.Second}), e.cfg.Limits.WithDefaults(boxer.Limits{WallTime: 20 * time.Second}), form)
+		done <- res
+	}()
+	waitForFile(t, w1.work, "ready")
+	probe := `
+import errno, os, socket
+def err(f):
+    try: f(); return "ok"
+    except OSError as e: return errno.errorcode[e.errno]
+print(err(lambda: socket.socket(socket.AF_UNIX).connect("\0boxer-test")))
+print(err(lambda: socket.create_connection(("127.0.0.1", 7777), timeout=2)))
+print(os.listdir("/tmp"))
+print(sorted(p for p in os.listdir("/proc") if p.isdigit()) == [str(os.getpid())])
+`
+	res := runWarm(t, z, pyJob(probe, boxer.Limits{}))
+	if got := string(res.Stdout.Data); got != "ECONNREFUSED\nECONNREFUSED\n[]\nTrue\n" {
+		t.Fatalf("second child saw: %q (stderr %s)", got, res.Stderr.Data)
+	}
+	w1.cg.Kill()
+	<-done
+}
+
+// waitForFile waits until name exists in the work dir open at dirfd.
+func waitForFile(t *testing.T, dirfd int, name string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var st unix.Stat_t
+		if unix.Fstatat(dirfd, name, &st, 0) == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared", name)
+}

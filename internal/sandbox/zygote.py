@@ -8,21 +8,30 @@ code exists -- and then waits for its job. The zygote itself never runs
 caller code. The protocol is described in warm_linux.go.
 """
 
+import os
 import sys
 
+# What a fresh interpreter has loaded, the pre-imports' closure, and the
+# zygote's own modules, in that order: the config is read with os alone so
+# that nothing of the zygote's is mistaken for a pre-import, or the other
+# way round. Children drop the zygote's own modules before running a job.
 _BASELINE = set(sys.modules)
+_CONFIG = os.read(3, 1 << 20).decode().split("\n")  # seccomp hex, then one module per line
+for _name in _CONFIG[1:]:
+    if _name:
+        __import__(_name)
+_PRE = set(sys.modules) - _BASELINE
 
 import ctypes  # noqa: E402  (imports after the baseline on purpose)
 import fcntl
 import gc
 import json
-import os
 import resource
 import select
 import socket
 import struct
 
-_OWN = set(sys.modules) - _BASELINE
+_OWN = set(sys.modules) - _BASELINE - _PRE
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -235,15 +244,11 @@ def _finalize(code):
 
 
 def main():
-    cfg, _ = _recv(CTRL)
-    for name in cfg["preimports"]:
-        __import__(name)
-    pre = set(sys.modules) - _BASELINE - _OWN
-    drop = sorted(_OWN - pre)
-    prog = bytes.fromhex(cfg["seccomp"])
+    drop = sorted(_OWN)
+    prog = bytes.fromhex(_CONFIG[0])
     gc.collect()
     gc.freeze()  # keep the collector off the shared pages in every child
-    _send(CTRL, {"op": "ready", "preimported": sorted(pre)})
+    _send(CTRL, {"op": "ready", "preimported": sorted(_PRE)})
     children = {}  # pidfd -> pid
     while True:
         ready, _, _ = select.select([CTRL] + list(children), [], [])

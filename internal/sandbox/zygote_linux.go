@@ -49,7 +49,7 @@ type ZygoteConfig struct {
 // a SOCK_SEQPACKET socket, one JSON message per packet:
 //
 //	boxer                                    zygote
-//	{"preimports":[...],"seccomp":hex} ->    imports, gc.freeze
+//	seccomp hex, pre-imports (text lines) -> imports, gc.freeze
 //	                                   <-    {"op":"ready","preimported":[...]}
 //	{"uid":N,...} + 4 fds              ->    fork
 //	  (job socket, stdin, stdout, stderr)
@@ -73,6 +73,7 @@ type Zygote struct {
 	mu      sync.Mutex     // guards exits
 	exits   map[int]chan uint32
 	dead    chan struct{} // closed when the zygote is gone
+	closing sync.Once
 }
 
 type zygoteMsg struct {
@@ -182,8 +183,14 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	sb.stdout, sb.stderr = nil, nil
 	go z.read()
 
-	hello, _ := json.Marshal(map[string]any{"preimports": nonNil(cfg.PreImports), "seccomp": hex.EncodeToString(e.filter)})
-	if _, err := ctrl.Write(hello); err != nil {
+	// The zygote reads this with os alone, before importing anything.
+	for _, m := range cfg.PreImports {
+		if m == "" || strings.ContainsAny(m, "\n\x00") {
+			return nil, fmt.Errorf("zygote: invalid pre-import %q", m)
+		}
+	}
+	hello := hex.EncodeToString(e.filter) + "\n" + strings.Join(cfg.PreImports, "\n")
+	if _, err := ctrl.Write([]byte(hello)); err != nil {
 		return nil, fmt.Errorf("zygote: send config: %w", err)
 	}
 	t := time.NewTimer(zygoteStartTimeout)
@@ -292,10 +299,12 @@ func (z *Zygote) stderrAfterKill() string {
 }
 
 // Close kills the zygote and every child it forked, and removes the
-// zygote sandbox.
+// zygote sandbox. It may be called more than once.
 func (z *Zygote) Close() {
-	z.ctrl.Close()
-	z.sb.destroy()
+	z.closing.Do(func() {
+		z.ctrl.Close()
+		z.sb.destroy()
+	})
 }
 
 // passwd is /etc/passwd for a zygote sandbox: every child uid is "sandbox".

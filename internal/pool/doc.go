@@ -1,0 +1,37 @@
+// Package pool keeps warm sandboxes ready so that a job starts in
+// milliseconds instead of paying for namespaces, mounts and an interpreter
+// start.
+//
+// # Design
+//
+// The mechanism lives in internal/sandbox: a zygote sandbox runs a Python
+// interpreter that has started (and, configurably, imported heavy modules
+// such as numpy and pandas) and forks one child per future job. Each child
+// is isolated before its job exists: its own mount, IPC, network and cgroup
+// namespaces, fresh tmpfs for /work, /tmp and /dev/shm, its own cgroup and
+// uid, no capabilities, no_new_privs and the seccomp filter. The job's
+// limits, files and code are handed over when it arrives; the child runs it
+// in-process, as `python FILE`, `python -c` or `python -m` would, and is
+// destroyed afterwards. A child serves exactly one job; nothing of job N
+// (file, process, environment, module state, tmpfs) exists for job N+1,
+// which runs in another child forked from the untouched zygote.
+//
+// Why fork from a zygote rather than keep fresh sandboxes with cold
+// interpreters waiting: on a 2-core host a fresh interpreter costs 20 to
+// 40 ms of CPU, and its pre-imports hundreds more, per job, which caps
+// throughput below what a bare `python3` achieves; a fork costs a few ms
+// and shares every pre-imported page copy-on-write (gc.freeze keeps the
+// collector from dirtying them), so each warm child adds little memory.
+//
+// This package is the policy around that mechanism:
+//
+//   - it keeps between Min and Max children ready, aiming at Min plus the
+//     jobs in flight, refilling in the background;
+//   - a job takes a ready child, or prepares one inline when none is ready
+//     (still far cheaper than a cold sandbox);
+//   - a job whose command or limits cannot run warm (interpreter flags, a
+//     non-default disk size) runs in a cold sandbox, exactly as given;
+//   - a zygote that dies is replaced, and its children are discarded;
+//   - a child that fails to prepare is discarded, never handed out;
+//   - Size 0 switches the pool off: every job runs cold.
+package pool
