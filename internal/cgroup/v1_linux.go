@@ -142,6 +142,18 @@ func (c *v1Cgroup) Set(r Resources) error {
 	if err := c.setMemory(r.MemoryBytes); err != nil {
 		return err
 	}
+	// v1 counts TCP socket buffers apart from the memory limit, so without
+	// this a run could pin the host's whole tcp_mem (gigabytes) in unread
+	// loopback data. (v2 charges socket memory to memory.max.)
+	if tcp := c.file("memory", "memory.kmem.tcp.limit_in_bytes"); exists(tcp) {
+		value := "-1"
+		if r.MemoryBytes > 0 {
+			value = strconv.FormatInt(r.MemoryBytes, 10)
+		}
+		if err := c.fs.write(tcp, value); err != nil {
+			return err
+		}
+	}
 	// Best effort: swappiness is not writable on every kernel, and with
 	// memsw capped swapping cannot get a run past its limit anyway; it only
 	// keeps a run from being slowed down by swap.

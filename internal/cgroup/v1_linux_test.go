@@ -255,6 +255,9 @@ func TestV1SetReadBack(t *testing.T) {
 			if memsw {
 				files = append(files, "memory.memsw.limit_in_bytes")
 			}
+			if exists(c.file("memory", "memory.kmem.tcp.limit_in_bytes")) {
+				files = append(files, "memory.kmem.tcp.limit_in_bytes")
+			}
 			for _, f := range files {
 				got := mustReadInt(t, c.file("memory", f))
 				if st.mem == unlimited && got < 1<<62 || st.mem != unlimited && got != st.mem {

@@ -198,5 +198,9 @@ func rlimits(l boxer.Limits) []nsinit.Rlimit {
 		same(unix.RLIMIT_MEMLOCK, 64<<10),
 		same(unix.RLIMIT_MSGQUEUE, 64<<10),
 		same(unix.RLIMIT_STACK, 8<<20),
+		// Pending signals are counted per user all the way up to the
+		// host's root (whose user namespace made the sandbox's): without a
+		// cap a run could queue root's whole budget.
+		same(unix.RLIMIT_SIGPENDING, 1024),
 	}
 }

@@ -43,7 +43,12 @@ func ProbePython(ctx context.Context, python string, extra []string) (*Runtime, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, real, "-c", probeScript).Output()
+	// -I and an empty environment: only the interpreter's own paths, never
+	// boxer's PYTHONPATH or root's user site-packages, which would
+	// otherwise be bound into every sandbox.
+	cmd := exec.CommandContext(ctx, real, "-I", "-c", probeScript)
+	cmd.Env = []string{}
+	out, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("python runtime %s: probe: %w", python, err)
 	}
@@ -130,6 +135,15 @@ var etcFiles = []nsinit.File{
 // mirrors those the host has, so paths baked into binaries keep working.
 var hostSymlinks = []string{"/bin", "/lib", "/lib64", "/sbin"}
 
+// sysctls bound what a sandbox's user namespace may hold of budgets the
+// kernel also charges to its creator, the host's root: inotify instances
+// and watches, per uid. Without them one run could take root's whole
+// budget (128 instances by default) from the host and every other run.
+var sysctls = map[string]string{
+	"user/max_inotify_instances": "16",
+	"user/max_inotify_watches":   "8192",
+}
+
 // devices are the host device nodes a sandbox's /dev holds.
 var devices = []string{"null", "zero", "full", "random", "urandom"}
 
@@ -141,6 +155,7 @@ func setupTemplate(rt *Runtime, tmpInodes int64) nsinit.Setup {
 		TmpInodes: tmpInodes,
 		Hostname:  Hostname,
 		Files:     etcFiles,
+		Sysctls:   sysctls,
 	}
 	for _, b := range rt.Binds {
 		s.Binds = append(s.Binds, nsinit.Bind{Source: b, Target: b})

@@ -116,6 +116,12 @@ func (e *Engine) prepareWith(ctx context.Context, lim boxer.Limits, ids idMap, o
 	if _, err := sb.await(ctx, nsinit.EventReady); err != nil {
 		return sb, err
 	}
+	// pid 1 has its mounts and no longer walks host paths: close the
+	// run's directory to everyone else on the host, who could otherwise
+	// reach the work dir's tmpfs through it.
+	if err := os.Chmod(sb.dir, 0o700); err != nil {
+		return sb, fmt.Errorf("close sandbox dir: %w", err)
+	}
 	return sb, nil
 }
 

@@ -132,14 +132,21 @@ c = socket.create_connection(srv.getsockname())
 s, _ = srv.accept()
 c.sendall(b"ping"); assert s.recv(4) == b"ping"
 a, b = socket.socketpair(); a.send(b"x"); assert b.recv(1) == b"x"
-socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close()
+socket.socket(socket.AF_INET6, socket.SOCK_STREAM).close()
+socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).close()
 socket.getaddrinfo("localhost", 80)
-for fam in (socket.AF_NETLINK, socket.AF_PACKET):
+# No datagram-type sockets outside AF_UNIX (UDP, raw, packet).
+for fam, typ in ((socket.AF_INET6, socket.SOCK_DGRAM), (socket.AF_NETLINK, socket.SOCK_RAW), (socket.AF_PACKET, socket.SOCK_RAW)):
     try:
-        socket.socket(fam, socket.SOCK_RAW)
+        socket.socket(fam, typ)
         raise AssertionError(fam)
     except OSError as e:
-        assert e.errno == errno.EAFNOSUPPORT, e
+        assert e.errno == errno.EPERM, e
+try:
+    socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+    raise AssertionError("vsock")
+except OSError as e:
+    assert e.errno == errno.EAFNOSUPPORT, e
 # The refusals Python can see.
 try:
     fcntl.ioctl(0, termios.TIOCSTI, b"x")

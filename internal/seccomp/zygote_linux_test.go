@@ -54,3 +54,33 @@ func TestZygotePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Datagram-type sockets are refused outside AF_UNIX; unix sockets of any
+// type and inet streams are not.
+func TestNoInetDatagrams(t *testing.T) {
+	p := Default()
+	vm := program(t, p)
+	for _, tc := range []struct {
+		name        string
+		domain, typ uint64
+		want        Action
+	}{
+		{"udp", unix.AF_INET, unix.SOCK_DGRAM, Errno(unix.EPERM)},
+		{"udp6 nonblocking", unix.AF_INET6, unix.SOCK_DGRAM | unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC, Errno(unix.EPERM)},
+		{"icmp ping socket", unix.AF_INET, unix.SOCK_DGRAM, Errno(unix.EPERM)},
+		{"raw", unix.AF_INET, unix.SOCK_RAW, Errno(unix.EPERM)},
+		{"tcp", unix.AF_INET, unix.SOCK_STREAM | unix.SOCK_CLOEXEC, Allow},
+		{"tcp6", unix.AF_INET6, unix.SOCK_STREAM, Allow},
+		{"sctp-style seqpacket", unix.AF_INET, unix.SOCK_SEQPACKET, Allow},
+		{"unix dgram", unix.AF_UNIX, unix.SOCK_DGRAM, Allow},
+		{"unix stream", unix.AF_UNIX, unix.SOCK_STREAM, Allow},
+		{"netlink raw", unix.AF_NETLINK, unix.SOCK_RAW, Errno(unix.EPERM)},
+		{"vsock stream", unix.AF_VSOCK, unix.SOCK_STREAM, Errno(unix.EAFNOSUPPORT)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := run(t, vm, p.Arch, unix.SYS_SOCKET, tc.domain, tc.typ, 0); got != tc.want {
+				t.Fatalf("socket(%d, %#x) = %v, want %v", tc.domain, tc.typ, got, tc.want)
+			}
+		})
+	}
+}

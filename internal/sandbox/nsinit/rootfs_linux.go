@@ -76,7 +76,7 @@ func buildRoot(s *Setup) error {
 			return wrap("symlink "+l.Path, err)
 		}
 	}
-	if err := mountProc(r); err != nil {
+	if err := mountProc(r, s.Sysctls); err != nil {
 		return err
 	}
 	if err := pivot(r); err != nil {
@@ -200,11 +200,16 @@ func buildDev(r string, devices []string, shmOpts string) error {
 
 // mountProc mounts a procfs of the sandbox's own PID namespace. hidepid=2
 // hides processes of other uids, so the program cannot read pid 1's
-// /proc entries.
-func mountProc(r string) error {
+// /proc entries. sysctls are written before /proc/sys turns read-only.
+func mountProc(r string, sysctls map[string]string) error {
 	proc := filepath.Join(r, "proc")
 	if err := unix.Mount("proc", proc, "proc", dataFlags, "hidepid=2"); err != nil {
 		return wrap("mount /proc", err)
+	}
+	for name, value := range sysctls {
+		if err := os.WriteFile(filepath.Join(proc, "sys", name), []byte(value), 0); err != nil {
+			return wrap("sysctl "+name, err)
+		}
 	}
 	null := filepath.Join(r, "dev", "null")
 	for _, name := range procMasked {

@@ -37,6 +37,10 @@ type Setup struct {
 	TmpBytes  int64  `json:"tmp_bytes"`
 	TmpInodes int64  `json:"tmp_inodes"`
 	Hostname  string `json:"hostname"`
+	// Sysctls are written below /proc/sys before it is made read-only:
+	// names relative to it (e.g. "user/max_inotify_instances"), only ones
+	// the sandbox's own namespaces own.
+	Sysctls map[string]string `json:"sysctls,omitempty"`
 }
 
 // Bind is a read-only bind mount of a host file or directory.
