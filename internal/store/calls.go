@@ -1,0 +1,184 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Call is one API call, recorded for GET /v1/health.
+type Call struct {
+	At    time.Time
+	Route string
+	// Status is the HTTP status the caller got. The success rate counts
+	// below 400 as success and 500 and above as failure; 4xx are the
+	// caller's mistakes and count as neither.
+	Status int
+	// Ran reports that a sandbox ran the program for this call (not a
+	// rejected request, not a replay of a stored result).
+	Ran bool
+	// Duration is the whole call's latency, queueing included.
+	Duration time.Duration
+	// Payer is the address that paid for the call; empty when free.
+	Payer string
+}
+
+// RecordCall appends c to the call log: one INSERT, cheap enough for the
+// request path.
+func (s *Store) RecordCall(ctx context.Context, c Call) error {
+	var payer sql.NullString
+	if c.Payer != "" {
+		payer = sql.NullString{String: c.Payer, Valid: true}
+	}
+	_, err := s.db.ExecContext(ctx, `
+INSERT INTO calls (at, route, status, ran, duration_us, payer) VALUES (?, ?, ?, ?, ?, ?)`,
+		unixMilli(c.At), c.Route, c.Status, c.Ran, c.Duration.Microseconds(), payer)
+	if err != nil {
+		return fmt.Errorf("store: record call: %w", err)
+	}
+	return nil
+}
+
+// Stats are the figures of GET /v1/health.
+type Stats struct {
+	// RunsTotal counts calls that ran a program, over the store's life.
+	RunsTotal int64
+	// SuccessRate is the share of successes among the last Recent calls
+	// that were a success or a failure (see Call.Status). It is
+	// meaningless when RateSample is 0.
+	SuccessRate float64
+	RateSample  int
+	// P50 is the median duration of the last Recent calls that ran a
+	// program: the smallest duration at least half of them do not exceed.
+	// It is meaningless when P50Sample is 0.
+	P50       time.Duration
+	P50Sample int
+	// Calls and UniquePayers count calls, and distinct non-empty payers,
+	// at or after Since.
+	Calls        int64
+	UniquePayers int64
+	// LastCalledAt is the time of the newest call ever recorded; zero if
+	// there was none.
+	LastCalledAt time.Time
+}
+
+// Stats computes the health figures: counts over calls at or after since,
+// rates and median over the last recent calls.
+func (s *Store) Stats(ctx context.Context, since time.Time, recent int) (Stats, error) {
+	var st Stats
+	if recent <= 0 {
+		return st, fmt.Errorf("store: stats over %d recent calls", recent)
+	}
+	// One read transaction, so the figures describe one moment.
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return st, fmt.Errorf("store: stats: %w", err)
+	}
+	defer tx.Rollback()
+
+	var (
+		prunedRuns int64
+		prunedLast sql.NullInt64
+		liveLast   sql.NullInt64
+		liveRuns   int64
+	)
+	if err := tx.QueryRowContext(ctx, `SELECT runs, last_called_at FROM call_totals WHERE id = 1`).Scan(&prunedRuns, &prunedLast); err != nil {
+		return st, fmt.Errorf("store: stats totals: %w", err)
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM calls WHERE ran = 1`).Scan(&liveRuns); err != nil {
+		return st, fmt.Errorf("store: stats runs: %w", err)
+	}
+	st.RunsTotal = prunedRuns + liveRuns
+	if err := tx.QueryRowContext(ctx, `SELECT MAX(at) FROM calls`).Scan(&liveLast); err != nil {
+		return st, fmt.Errorf("store: stats last call: %w", err)
+	}
+	if last := max(prunedLast.Int64, liveLast.Int64); prunedLast.Valid || liveLast.Valid {
+		st.LastCalledAt = fromUnixMilli(last)
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(DISTINCT payer) FROM calls WHERE at >= ?`,
+		unixMilli(since)).Scan(&st.Calls, &st.UniquePayers); err != nil {
+		return st, fmt.Errorf("store: stats window: %w", err)
+	}
+
+	var ok int
+	err = eachInt64(ctx, tx, func(status int64) {
+		st.RateSample++
+		if status < 400 {
+			ok++
+		}
+	}, `SELECT status FROM calls WHERE status < 400 OR status >= 500 ORDER BY id DESC LIMIT ?`, recent)
+	if err != nil {
+		return st, fmt.Errorf("store: stats success rate: %w", err)
+	}
+	if st.RateSample > 0 {
+		st.SuccessRate = float64(ok) / float64(st.RateSample)
+	}
+
+	durations := make([]int64, 0, recent)
+	err = eachInt64(ctx, tx, func(us int64) { durations = append(durations, us) },
+		`SELECT duration_us FROM calls WHERE ran = 1 ORDER BY id DESC LIMIT ?`, recent)
+	if err != nil {
+		return st, fmt.Errorf("store: stats durations: %w", err)
+	}
+	if n := len(durations); n > 0 {
+		slices.Sort(durations)
+		// Nearest rank: the ceil(n/2)-th smallest, an observed value.
+		st.P50 = time.Duration(durations[(n+1)/2-1]) * time.Microsecond
+		st.P50Sample = n
+	}
+	return st, nil
+}
+
+// eachInt64 runs a query returning one integer column and calls fn per row.
+func eachInt64(ctx context.Context, tx *sql.Tx, fn func(int64), query string, args ...any) error {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return err
+		}
+		fn(v)
+	}
+	return rows.Err()
+}
+
+// PruneCalls deletes calls made before olderThan and reports how many. What
+// the all-time figures need of them (runs, the last call's time) is folded
+// into call_totals in the same transaction, so pruning never changes
+// RunsTotal or LastCalledAt.
+func (s *Store) PruneCalls(ctx context.Context, olderThan time.Time) (n int64, retErr error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("store: prune calls: %w", err)
+	}
+	defer func() {
+		if retErr != nil {
+			tx.Rollback()
+		}
+	}()
+	cutoff := unixMilli(olderThan)
+	if _, err := tx.ExecContext(ctx, `
+UPDATE call_totals SET
+	runs = runs + (SELECT COUNT(*) FROM calls WHERE at < ?1 AND ran = 1),
+	last_called_at = MAX(COALESCE(last_called_at, 0), COALESCE((SELECT MAX(at) FROM calls WHERE at < ?1), 0))
+WHERE id = 1 AND EXISTS (SELECT 1 FROM calls WHERE at < ?1)`, cutoff); err != nil {
+		return 0, fmt.Errorf("store: prune calls: fold totals: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM calls WHERE at < ?`, cutoff)
+	if err != nil {
+		return 0, fmt.Errorf("store: prune calls: %w", err)
+	}
+	if n, err = res.RowsAffected(); err != nil {
+		return 0, fmt.Errorf("store: prune calls: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("store: prune calls: commit: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,23 @@
+// Package store is boxer's embedded database: one SQLite file in the data dir
+// (modernc.org/sqlite, pure Go, so the binary stays static).
+//
+// It holds three things, each in its own file:
+//
+//   - jobs.go: records for /v1/run-python's job_id idempotency key. A job is
+//     claimed (state "running") before its run starts and finished (state
+//     "done", with the response bytes) after. The store never looks inside a
+//     response: it is opaque JSON owned by internal/api.
+//   - calls.go: one row per API call, for GET /v1/health's figures (runs
+//     total, success rate, p50 duration, calls and unique payers in 30 days).
+//   - nonces.go: x402 payment nonces already used, so a signed payment is
+//     accepted once, across restarts too.
+//
+// The schema is changed only by appending to the numbered migrations in
+// migrate.go; schema_version records which have run. The database runs in
+// WAL mode so health queries do not block writers.
+//
+// A Store is safe for concurrent use. One process owns a database file, and
+// Open enforces it with a lock file: Open releases every job left
+// "running", which is only correct when no other process is running jobs
+// against the same file.
+package store

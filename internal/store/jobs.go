@@ -1,0 +1,163 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// JobState is where a job record is in its life.
+type JobState string
+
+const (
+	// JobRunning: claimed by a request whose run has not finished.
+	JobRunning JobState = "running"
+	// JobDone: finished; Response holds what the caller was sent.
+	JobDone JobState = "done"
+)
+
+// JobRecord is one job_id's row.
+type JobRecord struct {
+	JobID string
+	// RequestHash identifies the request that claimed the job_id. A later
+	// request with the same job_id must carry the same hash.
+	RequestHash string
+	State       JobState
+	// Response is the stored response body, nil while running.
+	Response   []byte
+	CreatedAt  time.Time
+	FinishedAt time.Time // zero while running
+}
+
+// claimAttempts bounds Claim's retries. A retry is needed only when the row
+// Claim collided with was released before it could be read, which takes a
+// run failing in that instant; more than a few in a row means a bug.
+const claimAttempts = 8
+
+// Claim takes jobID for a request whose canonical form hashes to reqHash.
+//
+//   - No record: a running record is inserted and claimed is true; the caller
+//     must run the job, then Finish or Release it.
+//   - A record with the same hash, running or done: it is returned with
+//     claimed false; the caller must not run the job.
+//   - A record with another hash: it is returned with ErrJobConflict.
+//
+// The insert is one statement guarded by the primary key, so among any number
+// of concurrent Claims of one jobID, in any number of goroutines, exactly one
+// is claimed.
+func (s *Store) Claim(ctx context.Context, jobID, reqHash string) (rec *JobRecord, claimed bool, err error) {
+	for range claimAttempts {
+		now := s.now()
+		res, err := s.db.ExecContext(ctx, `
+INSERT INTO jobs (job_id, request_hash, state, created_at) VALUES (?, ?, 'running', ?)
+ON CONFLICT (job_id) DO NOTHING`, jobID, reqHash, unixMilli(now))
+		if err != nil {
+			return nil, false, fmt.Errorf("store: claim job %q: %w", jobID, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, false, fmt.Errorf("store: claim job %q: %w", jobID, err)
+		}
+		if n == 1 {
+			return &JobRecord{
+				JobID:       jobID,
+				RequestHash: reqHash,
+				State:       JobRunning,
+				CreatedAt:   fromUnixMilli(unixMilli(now)),
+			}, true, nil
+		}
+		rec, err := s.Get(ctx, jobID)
+		if errors.Is(err, ErrNotFound) {
+			continue // released between our insert and read: try again
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if rec.RequestHash != reqHash {
+			return rec, false, ErrJobConflict
+		}
+		return rec, false, nil
+	}
+	return nil, false, fmt.Errorf("store: claim job %q: still contended after %d attempts", jobID, claimAttempts)
+}
+
+// Finish stores the response of a claimed job and marks it done. It fails
+// with ErrNotRunning when jobID is not running (never claimed, released,
+// or already finished): a done record is never overwritten.
+func (s *Store) Finish(ctx context.Context, jobID string, response []byte) error {
+	if response == nil {
+		response = []byte{} // the schema tells done rows by a non-NULL response
+	}
+	res, err := s.db.ExecContext(ctx, `
+UPDATE jobs SET state = 'done', response = ?, finished_at = ?
+WHERE job_id = ? AND state = 'running'`, response, unixMilli(s.now()), jobID)
+	if err != nil {
+		return fmt.Errorf("store: finish job %q: %w", jobID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("store: finish job %q: %w", jobID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("store: finish job %q: %w", jobID, ErrNotRunning)
+	}
+	return nil
+}
+
+// Release drops a running claim so that a retry can run the job: for runs
+// that failed for a reason of boxer's own, or that the client cancelled. A
+// done record is left alone, and releasing an unknown job is not an error.
+func (s *Store) Release(ctx context.Context, jobID string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM jobs WHERE job_id = ? AND state = 'running'`, jobID); err != nil {
+		return fmt.Errorf("store: release job %q: %w", jobID, err)
+	}
+	return nil
+}
+
+// Get returns jobID's record, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, jobID string) (*JobRecord, error) {
+	var (
+		rec      JobRecord
+		state    string
+		created  int64
+		finished sql.NullInt64
+	)
+	err := s.db.QueryRowContext(ctx, `
+SELECT job_id, request_hash, state, response, created_at, finished_at FROM jobs WHERE job_id = ?`, jobID).
+		Scan(&rec.JobID, &rec.RequestHash, &state, &rec.Response, &created, &finished)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: job %q: %w", jobID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get job %q: %w", jobID, err)
+	}
+	rec.State = JobState(state)
+	rec.CreatedAt = fromUnixMilli(created)
+	if finished.Valid {
+		rec.FinishedAt = fromUnixMilli(finished.Int64)
+	}
+	return &rec, nil
+}
+
+// PruneJobs deletes done records finished before olderThan and reports how
+// many. Running records are never pruned: their run may still finish.
+func (s *Store) PruneJobs(ctx context.Context, olderThan time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM jobs WHERE state = 'done' AND finished_at < ?`, unixMilli(olderThan))
+	if err != nil {
+		return 0, fmt.Errorf("store: prune jobs: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+// releaseAllRunning drops every running claim. Open calls it: a record
+// still running when the process starts belongs to a run that died with the
+// previous process, and a retry must be able to run it.
+func (s *Store) releaseAllRunning(ctx context.Context) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM jobs WHERE state = 'running'`)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

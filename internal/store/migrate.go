@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// migrations are applied in order, each once, each in its own transaction.
+// migrations[i] brings the schema to version i+1. Append only: an edited
+// migration never runs again on a database that has already applied it.
+var migrations = []string{
+	// 1: job records, call log, nonces.
+	`
+CREATE TABLE jobs (
+	job_id       TEXT    PRIMARY KEY,
+	request_hash TEXT    NOT NULL,
+	state        TEXT    NOT NULL CHECK (state IN ('running', 'done')),
+	response     BLOB,
+	created_at   INTEGER NOT NULL,
+	finished_at  INTEGER,
+	CHECK ((state = 'done') = (response IS NOT NULL AND finished_at IS NOT NULL))
+);
+CREATE INDEX jobs_done_finished ON jobs (finished_at) WHERE state = 'done';
+
+CREATE TABLE calls (
+	id          INTEGER PRIMARY KEY,
+	at          INTEGER NOT NULL,
+	route       TEXT    NOT NULL,
+	status      INTEGER NOT NULL,
+	ran         INTEGER NOT NULL CHECK (ran IN (0, 1)),
+	duration_us INTEGER NOT NULL,
+	payer       TEXT
+);
+CREATE INDEX calls_at ON calls (at);
+CREATE INDEX calls_ran ON calls (ran, id);
+
+-- call_totals keeps what pruning removes from calls, so that all-time
+-- figures survive the 30-day window. It has exactly one row.
+CREATE TABLE call_totals (
+	id             INTEGER PRIMARY KEY CHECK (id = 1),
+	runs           INTEGER NOT NULL,
+	last_called_at INTEGER
+);
+INSERT INTO call_totals (id, runs, last_called_at) VALUES (1, 0, NULL);
+
+CREATE TABLE nonces (
+	payer   TEXT    NOT NULL,
+	nonce   TEXT    NOT NULL,
+	used_at INTEGER NOT NULL,
+	PRIMARY KEY (payer, nonce)
+) WITHOUT ROWID;
+CREATE INDEX nonces_used_at ON nonces (used_at);
+`,
+}
+
+// migrate brings db to the newest schema version this build knows.
+func migrate(ctx context.Context, db *sql.DB, now time.Time) error {
+	if _, err := db.ExecContext(ctx, `
+CREATE TABLE IF NOT EXISTS schema_version (
+	version    INTEGER PRIMARY KEY,
+	applied_at INTEGER NOT NULL
+)`); err != nil {
+		return fmt.Errorf("create schema_version: %w", err)
+	}
+	for {
+		done, err := migrateOne(ctx, db, now)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// migrateOne applies the next migration, if any, reporting done when the
+// schema is current. Reading the version inside the transaction makes two
+// processes opening one new file at once apply each migration once.
+func migrateOne(ctx context.Context, db *sql.DB, now time.Time) (done bool, retErr error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		if retErr != nil {
+			tx.Rollback()
+		}
+	}()
+	var version int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&version); err != nil {
+		return false, fmt.Errorf("read schema version: %w", err)
+	}
+	switch {
+	case version > len(migrations):
+		return false, fmt.Errorf("database schema version %d is newer than this build of boxer knows (%d)", version, len(migrations))
+	case version == len(migrations):
+		return true, tx.Rollback()
+	}
+	next := version + 1
+	if _, err := tx.ExecContext(ctx, migrations[version]); err != nil {
+		return false, fmt.Errorf("migration %d: %w", next, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version, applied_at) VALUES (?, ?)`, next, unixMilli(now)); err != nil {
+		return false, fmt.Errorf("record migration %d: %w", next, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("commit migration %d: %w", next, err)
+	}
+	return false, nil
+}
+
+// SchemaVersion reports the version of the schema the database is at.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&v)
+	return v, err
+}

@@ -1,0 +1,133 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// Errors a caller may switch on with errors.Is.
+var (
+	// ErrNotFound: no such job.
+	ErrNotFound = errors.New("store: not found")
+	// ErrJobConflict: the job_id is taken by a request with another hash.
+	ErrJobConflict = errors.New("store: job_id already used by a different request")
+	// ErrNotRunning: Finish on a job that is not in the running state.
+	ErrNotRunning = errors.New("store: job is not running")
+)
+
+// busyTimeout is how long a statement waits for another connection's write
+// lock before failing with SQLITE_BUSY. Writes here are single short
+// statements, so waiting this long means something is badly wrong.
+const busyTimeout = 10 * time.Second
+
+// maxOpenConns bounds the pool. SQLite serialises writers anyway; a few
+// connections let health queries read (WAL) while a write is in progress.
+const maxOpenConns = 4
+
+// Store is the embedded database. Create it with Open; Close it when done.
+type Store struct {
+	db   *sql.DB
+	lock *os.File // held from Open to Close; see lockFile
+	now  func() time.Time
+}
+
+// Option changes how Open builds a Store.
+type Option func(*Store)
+
+// WithClock makes the store read the time from now instead of time.Now. Tests
+// use it to get exact, repeatable timestamps.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = now }
+}
+
+// Open opens (creating if needed) the database file at path, applies the
+// migrations it has not seen yet and releases jobs a previous process left
+// running. The directory holding path must exist.
+func Open(path string, opts ...Option) (_ *Store, retErr error) {
+	if path == "" {
+		return nil, errors.New("store: empty database path")
+	}
+	// The driver splits the DSN at the first '?': a path holding one would
+	// be cut short and open the wrong file.
+	if strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("store: database path %q contains '?'", path)
+	}
+	s := &Store{now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+
+	lock, err := lockFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	s.lock = lock
+	defer func() {
+		if retErr != nil {
+			lock.Close()
+		}
+	}()
+	db, err := sql.Open("sqlite", path+"?"+dsnParams().Encode())
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	defer func() {
+		if retErr != nil {
+			db.Close()
+		}
+	}()
+	db.SetMaxOpenConns(maxOpenConns)
+	db.SetMaxIdleConns(maxOpenConns)
+	s.db = db
+
+	ctx := context.Background()
+	if err := db.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if err := migrate(ctx, db, s.now()); err != nil {
+		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
+	}
+	if _, err := s.releaseAllRunning(ctx); err != nil {
+		return nil, fmt.Errorf("store: release unfinished jobs: %w", err)
+	}
+	return s, nil
+}
+
+// dsnParams are applied by the driver to every new connection, which matters
+// because busy_timeout and foreign_keys are per-connection settings.
+func dsnParams() url.Values {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	// FULL, not NORMAL: a finished job's response must survive a power
+	// loss, since a client that got it may rely on a replay returning it.
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	// Transactions take the write lock at BEGIN. A deferred transaction that
+	// reads and then writes can fail with SQLITE_BUSY without waiting when
+	// another connection wrote in between; IMMEDIATE waits instead.
+	q.Set("_txlock", "immediate")
+	return q
+}
+
+// Close closes the database and gives up its lock. The Store must not be
+// used afterwards; a second Close is harmless.
+func (s *Store) Close() error {
+	err := s.db.Close()
+	s.lock.Close() // closing the descriptor releases the flock
+	return err
+}
+
+// unixMilli is how every time is stored: an INTEGER of milliseconds since the
+// epoch, which sorts, compares and indexes without parsing.
+func unixMilli(t time.Time) int64 { return t.UnixMilli() }
+
+func fromUnixMilli(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
