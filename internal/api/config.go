@@ -1,0 +1,157 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"boxer"
+)
+
+// Config is the API's part of boxer's configuration. The zero value of a
+// field means its default (see WithDefaults); Validate reports the rest.
+type Config struct {
+	// Version is reported by GET /v1/health.
+	Version string
+
+	// ExecLimits bound every POST /v1/exec run. Default: the seed's 0.5
+	// CPU, 512 MiB, 30 s, other fields from boxer.DefaultLimits.
+	ExecLimits boxer.Limits
+	// RunLimits bound POST /v1/run-python runs; a request's cpus,
+	// memory_mb and timeout_seconds override their fields. Default:
+	// boxer.DefaultLimits.
+	RunLimits boxer.Limits
+
+	// MaxCodeBytes caps /v1/exec's code, counted in bytes of UTF-8.
+	// Default 65536 (the seed's 64 KB).
+	MaxCodeBytes int
+	// MaxExecBodyBytes caps a /v1/exec request body. It must leave room
+	// for MaxCodeBytes of code written with JSON escapes (up to six bytes
+	// per byte), so that code over the limit gets code_too_large rather
+	// than payload_too_large. Default 512 KiB.
+	MaxExecBodyBytes int64
+	// MaxRunBodyBytes caps a /v1/run-python request body, which carries
+	// every file. Default 8 MiB.
+	MaxRunBodyBytes int64
+
+	// Slots is how many runs may execute at once. Default: the number of
+	// CPUs.
+	Slots int
+	// Queue is how many runs may wait for a slot; beyond it a request is
+	// refused with busy. Default 2 × Slots. Set NoQueue for none.
+	Queue int
+	// NoQueue makes Queue 0: a run either gets a slot at once or is busy.
+	NoQueue bool
+	// QueueTimeout is the longest a run waits for a slot before it is
+	// refused with busy. Default 30 s.
+	QueueTimeout time.Duration
+	// RetryAfter is the Retry-After sent with busy and unavailable.
+	// Default 2 s; sent in whole seconds, rounded up.
+	RetryAfter time.Duration
+
+	// JobRetention is how long a finished /v1/run-python job is kept for
+	// replay and GET /v1/jobs/{job_id}. Default 24 h.
+	JobRetention time.Duration
+	// PruneInterval is how often old jobs, calls and nonces are deleted.
+	// Default 10 min.
+	PruneInterval time.Duration
+	// HealthRecentRuns is how many recent runs GET /v1/health's success
+	// rate and median duration cover. Default 1000.
+	HealthRecentRuns int
+}
+
+// Defaults that are not in boxer.DefaultLimits.
+const (
+	DefaultMaxCodeBytes     = 64 << 10
+	DefaultMaxExecBodyBytes = 512 << 10
+	DefaultMaxRunBodyBytes  = 8 << 20
+	DefaultQueueTimeout     = 30 * time.Second
+	DefaultRetryAfter       = 2 * time.Second
+	DefaultJobRetention     = 24 * time.Hour
+	DefaultPruneInterval    = 10 * time.Minute
+	DefaultHealthRecentRuns = 1000
+
+	// statsWindow is the marketplaces' window: calls30d, uniquePayers30d.
+	// Calls and used nonces are kept this long.
+	statsWindow = 30 * 24 * time.Hour
+)
+
+// DefaultExecLimits are the seed's /v1/exec limits: 0.5 CPU, 512 MiB, 30 s.
+func DefaultExecLimits() boxer.Limits {
+	l := boxer.DefaultLimits()
+	l.CPUs = 0.5
+	l.MemoryBytes = 512 << 20
+	l.WallTime = 30 * time.Second
+	return l
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	c.ExecLimits = c.ExecLimits.WithDefaults(DefaultExecLimits())
+	c.RunLimits = c.RunLimits.WithDefaults(boxer.DefaultLimits())
+	if c.MaxCodeBytes == 0 {
+		c.MaxCodeBytes = DefaultMaxCodeBytes
+	}
+	if c.MaxExecBodyBytes == 0 {
+		c.MaxExecBodyBytes = DefaultMaxExecBodyBytes
+	}
+	if c.MaxRunBodyBytes == 0 {
+		c.MaxRunBodyBytes = DefaultMaxRunBodyBytes
+	}
+	if c.Slots == 0 {
+		c.Slots = runtime.NumCPU()
+	}
+	if c.NoQueue {
+		c.Queue = 0
+	} else if c.Queue == 0 {
+		c.Queue = 2 * c.Slots
+	}
+	if c.QueueTimeout == 0 {
+		c.QueueTimeout = DefaultQueueTimeout
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = DefaultRetryAfter
+	}
+	if c.JobRetention == 0 {
+		c.JobRetention = DefaultJobRetention
+	}
+	if c.PruneInterval == 0 {
+		c.PruneInterval = DefaultPruneInterval
+	}
+	if c.HealthRecentRuns == 0 {
+		c.HealthRecentRuns = DefaultHealthRecentRuns
+	}
+	return c
+}
+
+// Validate reports every setting that is out of range, after defaults.
+func (c Config) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	for _, l := range []struct {
+		name string
+		l    boxer.Limits
+	}{{"exec limits", c.ExecLimits}, {"run limits", c.RunLimits}} {
+		check(l.l.CPUs >= boxer.MinCPUs && l.l.CPUs <= boxer.MaxCPUs, "%s: cpus %g is outside %g to %g", l.name, l.l.CPUs, boxer.MinCPUs, boxer.MaxCPUs)
+		check(l.l.MemoryBytes >= boxer.MinMemoryBytes, "%s: memory %d bytes is under the minimum %d", l.name, l.l.MemoryBytes, boxer.MinMemoryBytes)
+		check(l.l.WallTime >= boxer.MinWallTime, "%s: wall time %s is under the minimum %s", l.name, l.l.WallTime, boxer.MinWallTime)
+		check(l.l.Pids > 0 && l.l.OutputBytes > 0 && l.l.FileSizeBytes > 0 && l.l.OpenFiles > 0 && l.l.DiskBytes > 0,
+			"%s: pids, output, file size, open files and disk must be positive", l.name)
+	}
+	check(c.MaxCodeBytes > 0, "max code bytes %d must be positive", c.MaxCodeBytes)
+	check(c.MaxExecBodyBytes >= int64(c.MaxCodeBytes)+64, "max exec body bytes %d must exceed max code bytes %d", c.MaxExecBodyBytes, c.MaxCodeBytes)
+	check(c.MaxRunBodyBytes > 0, "max run body bytes %d must be positive", c.MaxRunBodyBytes)
+	check(c.Slots > 0, "slots %d must be positive", c.Slots)
+	check(c.Queue >= 0, "queue %d must not be negative", c.Queue)
+	check(c.QueueTimeout > 0, "queue timeout %s must be positive", c.QueueTimeout)
+	check(c.RetryAfter > 0, "retry-after %s must be positive", c.RetryAfter)
+	check(c.JobRetention > 0, "job retention %s must be positive", c.JobRetention)
+	check(c.PruneInterval > 0, "prune interval %s must be positive", c.PruneInterval)
+	check(c.HealthRecentRuns > 0, "health recent runs %d must be positive", c.HealthRecentRuns)
+	return errors.Join(errs...)
+}

@@ -1,0 +1,161 @@
+package api
+
+import (
+	"net/http"
+
+	"boxer"
+)
+
+// POST /v1/exec: the seed 000/001 API. Request {"code", "language"}; response
+// {"success": true, "result": {...}} with the seed's camelCase names.
+
+// The values /v1/exec's language accepts. The code always runs on the one
+// Python runtime; "python3" is accepted because clients reasonably send it.
+const (
+	languagePython  = "python"
+	languagePython3 = "python3"
+)
+
+type execRequest struct {
+	Code string
+}
+
+// decodeExec parses and checks a /v1/exec body.
+//
+// Postcondition of a nil error: Code is valid UTF-8 without NUL and at most
+// maxCode bytes long.
+func decodeExec(body []byte, maxCode int) (*execRequest, *boxer.Error) {
+	root, e := parseBody(body)
+	if e != nil {
+		return nil, e
+	}
+	fields, e := requestObject(root, "code", "language")
+	if e != nil {
+		return nil, e
+	}
+	var req execRequest
+	v, ok := fields["code"]
+	if !ok {
+		return nil, fieldError("code", "is required: the Python source to run")
+	}
+	if req.Code, e = text("code", v); e != nil {
+		return nil, e
+	}
+	if len(req.Code) > maxCode {
+		return nil, boxer.Errorf(boxer.ECodeCodeTooLarge, "code is %d bytes; at most %d bytes are allowed", len(req.Code), maxCode)
+	}
+	if v, ok := fields["language"]; ok {
+		lang, e := text("language", v)
+		if e != nil {
+			return nil, e
+		}
+		if !isSupportedLanguage(lang) {
+			return nil, boxer.Errorf(boxer.ECodeUnsupportedLanguage, "language %q is not supported; supported: %q (default), %q", lang, languagePython, languagePython3)
+		}
+	}
+	return &req, nil
+}
+
+func isSupportedLanguage(lang string) bool {
+	return lang == languagePython || lang == languagePython3
+}
+
+// execJob is the job for a /v1/exec request: the code as main.py, run as
+// "python main.py" so that a traceback names a file, as it would locally.
+func execJob(req *execRequest, limits boxer.Limits) *boxer.Job {
+	return &boxer.Job{
+		Runtime: "python",
+		Argv:    []string{"python", "main.py"},
+		Files:   []boxer.File{{Path: "main.py", Content: []byte(req.Code)}},
+		Limits:  limits,
+	}
+}
+
+type execResponse struct {
+	Success bool       `json:"success"`
+	Result  execResult `json:"result"`
+}
+
+// execResult keeps the seed's five fields first and in the seed's order;
+// boxer's extras follow in the same camelCase style.
+type execResult struct {
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	ExitCode   int    `json:"exitCode"`
+	DurationMs int64  `json:"durationMs"`
+	TimedOut   bool   `json:"timedOut"`
+
+	Status          boxer.Status `json:"status"`
+	OOMKilled       bool         `json:"oomKilled"`
+	StdoutTruncated bool         `json:"stdoutTruncated"`
+	StderrTruncated bool         `json:"stderrTruncated"`
+	CPUTimeMs       int64        `json:"cpuTimeMs"`
+	MemoryPeakBytes int64        `json:"memoryPeakBytes"`
+	Signal          *string      `json:"signal"` // null when the program exited
+	Timing          execTiming   `json:"timing"`
+}
+
+type execTiming struct {
+	QueueMs   int64 `json:"queueMs"`
+	AcquireMs int64 `json:"acquireMs"`
+	RunMs     int64 `json:"runMs"`
+	CollectMs int64 `json:"collectMs"`
+}
+
+// newExecResponse shapes a Result for /v1/exec. success is true whenever the
+// program ran, whatever its exit code: the seed's contract.
+//
+// Output bytes that are not valid UTF-8 are sent as U+FFFD by encoding/json;
+// a JSON string cannot carry them, and the seed returns strings.
+func newExecResponse(res *boxer.Result) execResponse {
+	return execResponse{
+		Success: true,
+		Result: execResult{
+			Stdout:          string(res.Stdout.Data),
+			Stderr:          string(res.Stderr.Data),
+			ExitCode:        res.ExitCode,
+			DurationMs:      res.Wall.Milliseconds(),
+			TimedOut:        res.TimedOut(),
+			Status:          res.Status,
+			OOMKilled:       res.OOMKilled(),
+			StdoutTruncated: res.Stdout.Truncated,
+			StderrTruncated: res.Stderr.Truncated,
+			CPUTimeMs:       res.CPU.Milliseconds(),
+			MemoryPeakBytes: res.MemoryPeak,
+			Signal:          signalOf(res),
+			Timing: execTiming{
+				QueueMs:   res.Timing.Queue.Milliseconds(),
+				AcquireMs: res.Timing.Acquire.Milliseconds(),
+				RunMs:     res.Timing.Run.Milliseconds(),
+				CollectMs: res.Timing.Collect.Milliseconds(),
+			},
+		},
+	}
+}
+
+func signalOf(res *boxer.Result) *string {
+	if res.Signal == "" {
+		return nil
+	}
+	s := res.Signal
+	return &s
+}
+
+func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
+	body, e := readBody(w, r, s.cfg.MaxExecBodyBytes)
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	req, e := decodeExec(body, s.cfg.MaxCodeBytes)
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	res, e := s.run(r, execJob(req, s.cfg.ExecLimits))
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	writeJSON(w, s.log, http.StatusOK, newExecResponse(res))
+}

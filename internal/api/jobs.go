@@ -1,0 +1,200 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"boxer"
+	"boxer/internal/store"
+)
+
+// A job_id runs once. The store's Claim decides that across restarts and is
+// atomic; inflight adds what the store cannot: a request that finds its
+// job_id running in this process waits for that run's result instead of
+// failing, and one with a different request learns of the conflict at once.
+
+// inflight tracks the job_ids this process is claiming or running.
+type inflight struct {
+	mu   sync.Mutex
+	jobs map[string]*flight
+}
+
+// flight is one job_id being claimed or run here. done is closed when it is
+// finished, released or was never claimed; the store then has the answer.
+type flight struct {
+	hash string
+	done chan struct{}
+}
+
+// enter makes the caller the owner of jobID in this process, or returns the
+// flight that owns it now (owner false).
+func (in *inflight) enter(jobID, hash string) (f *flight, owner bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if f, ok := in.jobs[jobID]; ok {
+		return f, false
+	}
+	f = &flight{hash: hash, done: make(chan struct{})}
+	in.jobs[jobID] = f
+	return f, true
+}
+
+// leave ends the owner's flight and wakes its waiters.
+func (in *inflight) leave(jobID string, f *flight) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.jobs[jobID] == f {
+		delete(in.jobs, jobID)
+	}
+	close(f.done)
+}
+
+func (s *Server) handleRunPython(w http.ResponseWriter, r *http.Request) {
+	body, e := readBody(w, r, s.cfg.MaxRunBodyBytes)
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	req, e := decodeRunPython(body)
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	jobID := req.JobID
+	if jobID == "" {
+		// Every run gets an id, and a record, so that GET /v1/jobs/{job_id}
+		// works for it too.
+		jobID = "job_" + rand.Text()
+	}
+	hash := req.hash()
+
+	for {
+		f, owner := s.inflight.enter(jobID, hash)
+		if !owner {
+			if f.hash != hash {
+				s.writeError(w, r, conflict(jobID))
+				return
+			}
+			if s.onWait != nil {
+				s.onWait()
+			}
+			select {
+			case <-f.done: // the owner is done: look again
+				continue
+			case <-r.Context().Done():
+				s.writeError(w, r, boxer.Errorf(codeCanceled, "client went away while job %s ran for another request", jobID))
+				return
+			}
+		}
+		s.claimAndRun(w, r, req, jobID, hash, f)
+		return
+	}
+}
+
+// claimAndRun runs the job if the store lets this request claim it, or sends
+// what the store has. The caller owns jobID's flight; claimAndRun ends it.
+func (s *Server) claimAndRun(w http.ResponseWriter, r *http.Request, req *runRequest, jobID, hash string, f *flight) {
+	defer s.inflight.leave(jobID, f)
+
+	rec, claimed, err := s.deps.Store.Claim(r.Context(), jobID, hash)
+	if err == nil && !claimed && rec.State == store.JobRunning {
+		// Running, yet this process has no flight for it, and the store
+		// is this process's alone (store.Open locks it): the claim was
+		// left by a run that never released it. Take it over.
+		s.log.LogAttrs(r.Context(), slog.LevelWarn, "taking over a stale job claim",
+			slog.String("request_id", stateOf(r).id), slog.String("job_id", jobID))
+		s.releaseJob(r, jobID)
+		rec, claimed, err = s.deps.Store.Claim(r.Context(), jobID, hash)
+	}
+	switch {
+	case errors.Is(err, store.ErrJobConflict):
+		s.writeError(w, r, conflict(jobID))
+		return
+	case err != nil && r.Context().Err() != nil:
+		s.writeError(w, r, boxer.Errorf(codeCanceled, "client went away"))
+		return
+	case err != nil:
+		s.internalError(w, r, "claim job", err)
+		return
+	case !claimed && rec.State == store.JobDone:
+		stateOf(r).outcome = "replay"
+		writeBody(w, http.StatusOK, rec.Response)
+		return
+	case !claimed:
+		s.internalError(w, r, "claim job", fmt.Errorf("job %q still running after taking over its claim", jobID))
+		return
+	}
+
+	// From here the claim is ours. Unless the result is stored, it is
+	// dropped on the way out, panics included, so that a retry can run.
+	stored := false
+	defer func() {
+		if !stored {
+			s.releaseJob(r, jobID)
+		}
+	}()
+	res, e := s.run(r, req.job(s.cfg.RunLimits))
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	resp, err := marshal(newRunResponse(jobID, res))
+	if err != nil {
+		s.internalError(w, r, "encode response", err)
+		return
+	}
+	// The run happened; store its response even if the client has gone,
+	// so that its retry gets this result instead of a second run.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+	defer cancel()
+	if err := s.deps.Store.Finish(ctx, jobID, resp); err != nil {
+		// The caller still gets its result; a retry would run again.
+		s.log.LogAttrs(r.Context(), slog.LevelError, "store job result", slog.String("request_id", stateOf(r).id),
+			slog.String("job_id", jobID), slog.String("error", err.Error()))
+	} else {
+		stored = true
+	}
+	writeBody(w, http.StatusOK, resp)
+}
+
+func (s *Server) releaseJob(r *http.Request, jobID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+	defer cancel()
+	if err := s.deps.Store.Release(ctx, jobID); err != nil {
+		s.log.LogAttrs(r.Context(), slog.LevelError, "release job",
+			slog.String("request_id", stateOf(r).id), slog.String("job_id", jobID), slog.String("error", err.Error()))
+	}
+}
+
+func conflict(jobID string) *boxer.Error {
+	return boxer.Errorf(boxer.ECodeJobIDConflict, "job_id %q was already used with a different request", jobID)
+}
+
+// handleGetJob serves GET /v1/jobs/{job_id}: the stored response of a done
+// job (the same bytes its POST returned), 202 while it runs, 404 otherwise.
+func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) {
+	jobID := r.PathValue("job_id")
+	if why := checkJobID(jobID); why != "" {
+		s.writeError(w, r, boxer.Errorf(boxer.ECodeNotFound, "no job %q: a job_id %s", jobID, why))
+		return
+	}
+	rec, err := s.deps.Store.Get(r.Context(), jobID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.writeError(w, r, boxer.Errorf(boxer.ECodeNotFound, "no job %q (never run, or older than the retention of %s)", jobID, s.cfg.JobRetention))
+	case err != nil:
+		s.internalError(w, r, "get job", err)
+	case rec.State == store.JobDone:
+		stateOf(r).outcome = "done"
+		writeBody(w, http.StatusOK, rec.Response)
+	default:
+		stateOf(r).outcome = "running"
+		writeJSON(w, s.log, http.StatusAccepted, runningResponse{JobID: jobID, Status: "running"})
+	}
+}

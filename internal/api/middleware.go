@@ -1,0 +1,170 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"boxer"
+	"boxer/internal/store"
+)
+
+// reqState is what the layers of one request tell each other: the handler
+// sets the outcome, the payment hook the payer, the outermost layer logs
+// and records it all. Only the request's own goroutine touches it.
+type reqState struct {
+	id       string
+	route    string // the route's pattern, "" when none matched
+	outcome  string // a Result.Status, "replay", or an error code
+	ran      bool   // a sandbox ran the program
+	canceled bool   // the client went away before the response
+	payer    string
+}
+
+type stateKey struct{}
+
+// stateOf returns the request's state. Every request that reaches a handler
+// went through the outermost layer, which put it there; the fallback only
+// keeps a handler called directly from a test from crashing.
+func stateOf(r *http.Request) *reqState {
+	if st, ok := r.Context().Value(stateKey{}).(*reqState); ok {
+		return st
+	}
+	return &reqState{}
+}
+
+// SetPayer records the address that paid for the request, for the access log
+// and GET /v1/health's unique payers. The payment hook calls it after it has
+// verified a payment.
+func SetPayer(r *http.Request, payer string) {
+	stateOf(r).payer = payer
+}
+
+// RequestID returns the request id boxer assigned to r ("" outside a
+// request served by a Server).
+func RequestID(r *http.Request) string {
+	return stateOf(r).id
+}
+
+// statusWriter remembers the status sent, for the log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ServeHTTP is the outermost layer: request id, panic recovery, access log,
+// metrics and the call record, around the routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := s.now()
+	st := &reqState{id: requestID(r.Header.Get("X-Request-Id"))}
+	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+	w.Header().Set("X-Request-Id", st.id)
+	sw := &statusWriter{ResponseWriter: w}
+
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p) // the server's way to abort a response; not ours to eat
+			}
+			s.log.Error("panic", slog.String("request_id", st.id), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			if sw.status == 0 {
+				s.writeError(sw, r, boxer.Errorf(boxer.ECodeInternal, "internal error; request id %s", st.id))
+			}
+		}
+		s.finishRequest(r, sw, st, start)
+	}()
+	s.mux.ServeHTTP(sw, r)
+}
+
+// finishRequest logs, counts and records one request after its handler.
+func (s *Server) finishRequest(r *http.Request, sw *statusWriter, st *reqState, start time.Time) {
+	d := s.now().Sub(start)
+	status := sw.status
+	switch {
+	case st.canceled:
+		status = statusClientClosed
+	case status == 0:
+		status = http.StatusOK // the handler wrote nothing; net/http sends 200
+	}
+	if st.outcome == "" {
+		st.outcome = http.StatusText(status)
+	}
+	attrs := []slog.Attr{
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.String("outcome", st.outcome),
+		slog.Duration("duration", d),
+		slog.String("request_id", st.id),
+	}
+	if st.payer != "" {
+		attrs = append(attrs, slog.String("payer", st.payer))
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+
+	route := st.route
+	if route == "" {
+		route = "other"
+	}
+	s.metrics.ObserveRequest(route, status, d)
+
+	// Calls to the run routes are the service's calls for /v1/health. A
+	// 402 is x402's first step of nearly every paid call, not a call.
+	if !s.isRunRoute(st.route) || status == http.StatusPaymentRequired {
+		return
+	}
+	// The client has its response; flush it before the INSERT so the
+	// record costs the caller no latency.
+	if !st.canceled {
+		http.NewResponseController(sw).Flush()
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	err := s.deps.Store.RecordCall(ctx, store.Call{
+		At: start, Route: st.route, Status: status, Ran: st.ran, Duration: d, Payer: st.payer,
+	})
+	if err != nil {
+		s.log.Error("record call", slog.String("request_id", st.id), slog.String("error", err.Error()))
+	}
+}
+
+// requestID returns the caller's id when it is sane, else a new random one.
+// Sane means short and made of characters that need no quoting in a log or
+// a header: the id ends up in both.
+func requestID(incoming string) string {
+	if n := len(incoming); n > 0 && n <= 128 {
+		ok := true
+		for i := 0; i < n && ok; i++ {
+			c := incoming[i]
+			ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+				c == '-' || c == '_' || c == '.' || c == ':'
+		}
+		if ok {
+			return incoming
+		}
+	}
+	return rand.Text()
+}

@@ -1,0 +1,105 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"unicode/utf8"
+
+	"boxer"
+)
+
+// runResponse is /v1/run-python's 200 body, snake_case like the request. The
+// seed's fields come first; boxer's extras follow.
+type runResponse struct {
+	JobID            string            `json:"job_id"`
+	ExitCode         int               `json:"exit_code"`
+	Stdout           string            `json:"stdout"`
+	Stderr           string            `json:"stderr"`
+	TimedOut         bool              `json:"timed_out"`
+	OOMKilled        bool              `json:"oom_killed"`
+	DurationMs       int64             `json:"duration_ms"`
+	StdoutTruncated  bool              `json:"stdout_truncated"`
+	StderrTruncated  bool              `json:"stderr_truncated"`
+	Artifacts        []runArtifact     `json:"artifacts"`
+	MissingArtifacts []missingArtifact `json:"missing_artifacts"`
+
+	Status          boxer.Status `json:"status"`
+	Signal          *string      `json:"signal"` // null when the program exited
+	CPUTimeMs       int64        `json:"cpu_time_ms"`
+	MemoryPeakBytes int64        `json:"memory_peak_bytes"`
+	Timing          runTiming    `json:"timing"`
+}
+
+type runArtifact struct {
+	Path     string `json:"path"`
+	Size     int64  `json:"size"`
+	Encoding string `json:"encoding"` // "utf-8" or "base64"
+	Content  string `json:"content"`
+	SHA256   string `json:"sha256"`
+}
+
+type missingArtifact struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+type runTiming struct {
+	QueueMs   int64 `json:"queue_ms"`
+	AcquireMs int64 `json:"acquire_ms"`
+	RunMs     int64 `json:"run_ms"`
+	CollectMs int64 `json:"collect_ms"`
+}
+
+// runningResponse is GET /v1/jobs/{job_id}'s 202 body while the job runs.
+type runningResponse struct {
+	JobID  string `json:"job_id"`
+	Status string `json:"status"` // "running"
+}
+
+// newRunResponse shapes a Result for /v1/run-python. An artifact is text when
+// its bytes are valid UTF-8 and base64 otherwise, so that it comes back
+// byte-exact either way; stdout and stderr are strings as in the seed (bytes
+// that are not UTF-8 arrive as U+FFFD).
+func newRunResponse(jobID string, res *boxer.Result) runResponse {
+	out := runResponse{
+		JobID:            jobID,
+		ExitCode:         res.ExitCode,
+		Stdout:           string(res.Stdout.Data),
+		Stderr:           string(res.Stderr.Data),
+		TimedOut:         res.TimedOut(),
+		OOMKilled:        res.OOMKilled(),
+		DurationMs:       res.Wall.Milliseconds(),
+		StdoutTruncated:  res.Stdout.Truncated,
+		StderrTruncated:  res.Stderr.Truncated,
+		Artifacts:        make([]runArtifact, 0, len(res.Artifacts)),
+		MissingArtifacts: make([]missingArtifact, 0, len(res.MissingArtifacts)),
+		Status:           res.Status,
+		Signal:           signalOf(res),
+		CPUTimeMs:        res.CPU.Milliseconds(),
+		MemoryPeakBytes:  res.MemoryPeak,
+		Timing: runTiming{
+			QueueMs:   res.Timing.Queue.Milliseconds(),
+			AcquireMs: res.Timing.Acquire.Milliseconds(),
+			RunMs:     res.Timing.Run.Milliseconds(),
+			CollectMs: res.Timing.Collect.Milliseconds(),
+		},
+	}
+	for _, a := range res.Artifacts {
+		art := runArtifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256}
+		if art.SHA256 == "" { // the engine's job; a cheap safeguard
+			sum := sha256.Sum256(a.Content)
+			art.SHA256 = hex.EncodeToString(sum[:])
+		}
+		if utf8.Valid(a.Content) {
+			art.Encoding, art.Content = "utf-8", string(a.Content)
+		} else {
+			art.Encoding, art.Content = "base64", base64.StdEncoding.EncodeToString(a.Content)
+		}
+		out.Artifacts = append(out.Artifacts, art)
+	}
+	for _, m := range res.MissingArtifacts {
+		out.MissingArtifacts = append(out.MissingArtifacts, missingArtifact(m))
+	}
+	return out
+}

@@ -1,0 +1,227 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"boxer"
+	"boxer/internal/store"
+)
+
+// Deps are what the API runs on. Runner and Store are required.
+type Deps struct {
+	Runner boxer.Runner
+	Store  *store.Store
+	// Logger receives the access log and error details. Nil: discarded.
+	Logger *slog.Logger
+	// Metrics receives measurements. Nil: none are taken.
+	Metrics Metrics
+	// Payment wraps each priced route's handler ("/v1/exec",
+	// "/v1/run-python"); it runs after the method check and before the
+	// body is read. Nil: every route is free. A payment layer that has
+	// verified a payment should call SetPayer.
+	Payment func(route string, next http.Handler) http.Handler
+	// Ready reports whether a run could start now (GET /readyz), for
+	// example by starting a sandbox. Nil: always ready.
+	Ready func(ctx context.Context) error
+	// PythonVersion is reported by GET /v1/health ("3.11.2").
+	PythonVersion string
+	// Now is the clock. Nil: time.Now.
+	Now func() time.Time
+}
+
+// Run routes: each call to them is recorded for GET /v1/health, and each may
+// be priced.
+const (
+	routeExec      = "/v1/exec"
+	routeRunPython = "/v1/run-python"
+)
+
+// Server is the HTTP API. It is an http.Handler; cmd/boxer puts it in an
+// http.Server and calls Shutdown before that server's Shutdown returns.
+type Server struct {
+	cfg      Config
+	deps     Deps
+	log      *slog.Logger
+	metrics  Metrics
+	now      func() time.Time
+	started  time.Time
+	mux      *http.ServeMux
+	lim      *limiter
+	inflight inflight
+
+	// killRuns is cancelled when Shutdown's grace period ends: every run
+	// still going is cancelled with it.
+	killRuns    context.Context
+	cancelRuns  context.CancelFunc
+	stopJanitor chan struct{}
+	janitorDone chan struct{}
+	shutdown    sync.Once
+
+	// onWait, when set by a test, is called when a request starts waiting
+	// for another request's run of the same job_id.
+	onWait func()
+}
+
+// New returns the API server for cfg (defaults applied, then validated) on
+// deps. It starts a goroutine that prunes old records every
+// cfg.PruneInterval; Shutdown stops it.
+func New(cfg Config, deps Deps) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	if deps.Runner == nil || deps.Store == nil {
+		return nil, errors.New("api: Deps.Runner and Deps.Store are required")
+	}
+	s := &Server{
+		cfg:         cfg,
+		deps:        deps,
+		log:         deps.Logger,
+		metrics:     deps.Metrics,
+		now:         deps.Now,
+		mux:         http.NewServeMux(),
+		inflight:    inflight{jobs: make(map[string]*flight)},
+		stopJanitor: make(chan struct{}),
+		janitorDone: make(chan struct{}),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.metrics == nil {
+		s.metrics = noMetrics{}
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.started = s.now()
+	s.killRuns, s.cancelRuns = context.WithCancel(context.Background())
+	s.lim = newLimiter(cfg.Slots, cfg.Queue, cfg.QueueTimeout, s.metrics.SetRuns)
+	s.routes()
+	go s.janitor()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	s.handle(http.MethodPost, routeExec, s.priced(routeExec, s.handleExec))
+	s.handle(http.MethodPost, routeRunPython, s.priced(routeRunPython, s.handleRunPython))
+	s.handle(http.MethodGet, "/v1/jobs/{job_id}", http.HandlerFunc(s.handleGetJob))
+	s.handle(http.MethodGet, "/v1/health", http.HandlerFunc(s.handleHealth))
+	s.handle(http.MethodGet, "/healthz", http.HandlerFunc(s.handleHealthz))
+	s.handle(http.MethodGet, "/readyz", http.HandlerFunc(s.handleReadyz))
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, boxer.Errorf(boxer.ECodeNotFound, "no route %s", r.URL.Path))
+	})
+}
+
+// handle registers h for one method on a path pattern. The method is checked
+// here rather than in the mux pattern so that a 405 is the JSON error
+// envelope with an Allow header, not the mux's plain text. GET routes also
+// answer HEAD.
+func (s *Server) handle(method, pattern string, h http.Handler) {
+	allow := method
+	if method == http.MethodGet {
+		allow = "GET, HEAD"
+	}
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		stateOf(r).route = pattern
+		if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
+			w.Header().Set("Allow", allow)
+			s.writeError(w, r, boxer.Errorf(boxer.ECodeMethodNotAllowed, "%s %s is not allowed; allowed: %s", r.Method, r.URL.Path, allow))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// priced puts the payment hook, if any, in front of a run route.
+func (s *Server) priced(route string, h http.HandlerFunc) http.Handler {
+	if s.deps.Payment == nil {
+		return h
+	}
+	return s.deps.Payment(route, h)
+}
+
+func (s *Server) isRunRoute(route string) bool {
+	return route == routeExec || route == routeRunPython
+}
+
+// Shutdown drains the server: new runs and runs still waiting for a slot
+// are refused with 503 unavailable at once, and runs in flight may finish
+// until ctx is done. Then they are cancelled (the engine kills their
+// sandboxes) and Shutdown waits for them to return, and reports ctx's
+// error. GET /readyz fails from the start. Call it once the listener stops
+// accepting, typically alongside http.Server.Shutdown:
+//
+//	go func() { errc <- httpServer.Shutdown(ctx) }()
+//	apiServer.Shutdown(ctx) // runs finish or are killed by ctx's deadline
+//	<-errc
+func (s *Server) Shutdown(ctx context.Context) error {
+	var err error
+	s.shutdown.Do(func() {
+		close(s.stopJanitor)
+		s.lim.drain()
+		idle := s.lim.idle()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			err = ctx.Err()
+			running, _ := s.lim.counts()
+			s.log.Warn("grace period over: cancelling runs in flight", slog.Int("runs", running))
+			s.cancelRuns()
+			<-idle
+		}
+		<-s.janitorDone
+	})
+	return err
+}
+
+// janitor deletes what is past its retention: finished jobs, calls older
+// than the health window, used payment nonces (kept as long as calls, far
+// beyond any x402 payment's validity).
+func (s *Server) janitor() {
+	defer close(s.janitorDone)
+	t := time.NewTicker(s.cfg.PruneInterval)
+	defer t.Stop()
+	for {
+		s.prune()
+		select {
+		case <-t.C:
+		case <-s.stopJanitor:
+			return
+		}
+	}
+}
+
+func (s *Server) prune() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	now := s.now()
+	var errs []string
+	jobs, err := s.deps.Store.PruneJobs(ctx, now.Add(-s.cfg.JobRetention))
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	calls, err := s.deps.Store.PruneCalls(ctx, now.Add(-statsWindow))
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	nonces, err := s.deps.Store.PruneNonces(ctx, now.Add(-statsWindow))
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	if len(errs) > 0 {
+		s.log.Error("prune", slog.String("error", strings.Join(errs, "; ")))
+		return
+	}
+	if jobs+calls+nonces > 0 {
+		s.log.Info("pruned", slog.Int64("jobs", jobs), slog.Int64("calls", calls), slog.Int64("nonces", nonces))
+	}
+}
