@@ -39,6 +39,10 @@ type Resources struct {
 	MemoryBytes int64
 	// Pids caps the number of tasks (processes and threads).
 	Pids int
+	// Weight is the cgroup's share of contended CPU, on cgroup v2's
+	// cpu.weight scale (1 to 10000); 0 means the default, 100. On v1 it
+	// becomes cpu.shares (100 is 1024).
+	Weight int
 }
 
 func (r Resources) validate() error {
@@ -49,6 +53,8 @@ func (r Resources) validate() error {
 		return fmt.Errorf("cgroup: invalid MemoryBytes %d", r.MemoryBytes)
 	case r.Pids < 0:
 		return fmt.Errorf("cgroup: invalid Pids %d", r.Pids)
+	case r.Weight < 0 || r.Weight > 10000:
+		return fmt.Errorf("cgroup: invalid Weight %d", r.Weight)
 	}
 	return nil
 }
@@ -60,6 +66,14 @@ const cfsPeriodUs = 100000
 
 // cfsMinQuotaUs is the smallest quota the kernel accepts (1 ms).
 const cfsMinQuotaUs = 1000
+
+// weight is r.Weight with its default applied.
+func (r Resources) weight() int {
+	if r.Weight == 0 {
+		return 100
+	}
+	return r.Weight
+}
 
 // cpuQuotaUs returns the CFS quota for r, or -1 for unlimited.
 func (r Resources) cpuQuotaUs() int64 {

@@ -45,6 +45,7 @@ func kernelFiles() map[string]string {
 		"cgroup.freeze":          "0\n",
 		"cgroup.kill":            "",
 		"cpu.max":                "max 100000\n",
+		"cpu.weight":             "100\n",
 		"cpu.stat":               "usage_usec 0\nuser_usec 0\nsystem_usec 0\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\n",
 		"memory.max":             "max\n",
 		"memory.swap.max":        "max\n",

@@ -139,6 +139,9 @@ func (c *v1Cgroup) Set(r Resources) error {
 	if err := c.fs.write(c.file("cpu", "cpu.cfs_quota_us"), strconv.FormatInt(r.cpuQuotaUs(), 10)); err != nil {
 		return err
 	}
+	if err := c.fs.write(c.file("cpu", "cpu.shares"), strconv.Itoa(max(2, r.weight()*1024/100))); err != nil {
+		return err
+	}
 	if err := c.setMemory(r.MemoryBytes); err != nil {
 		return err
 	}

@@ -207,6 +207,9 @@ func (c *v2Cgroup) Set(r Resources) error {
 	if err := c.fs.write(c.file("cpu.max"), quota+" "+strconv.Itoa(cfsPeriodUs)); err != nil {
 		return err
 	}
+	if err := c.fs.write(c.file("cpu.weight"), strconv.Itoa(r.weight())); err != nil {
+		return err
+	}
 	mem := "max"
 	if r.MemoryBytes > 0 {
 		mem = strconv.FormatInt(r.MemoryBytes, 10)

@@ -145,7 +145,7 @@ func TestV2Set(t *testing.T) {
 		{
 			name: "all limits",
 			r:    Resources{CPUs: 0.5, MemoryBytes: 128 << 20, Pids: 32},
-			want: map[string]string{"cpu.max": "50000 100000", "memory.max": "134217728", "memory.swap.max": "0", "pids.max": "32"},
+			want: map[string]string{"cpu.max": "50000 100000", "memory.max": "134217728", "memory.swap.max": "0", "pids.max": "32", "cpu.weight": "100"},
 		},
 		{
 			name: "unlimited",
@@ -161,6 +161,11 @@ func TestV2Set(t *testing.T) {
 			name: "tiny quota raised to the kernel minimum",
 			r:    Resources{CPUs: 0.001, Pids: 1},
 			want: map[string]string{"cpu.max": "1000 100000", "memory.max": "max", "memory.swap.max": "0", "pids.max": "1"},
+		},
+		{
+			name: "low weight",
+			r:    Resources{Weight: 10},
+			want: map[string]string{"cpu.max": "max 100000", "cpu.weight": "10"},
 		},
 		{
 			name:   "no swap file",

@@ -43,6 +43,7 @@ type Pool struct {
 	wake   chan struct{}      // nudges the refiller
 	stop   chan struct{}
 	closed sync.WaitGroup
+	spent  sync.WaitGroup // children being destroyed after their job
 
 	mu       sync.Mutex
 	zyg      *sandbox.Zygote // nil while (re)starting
@@ -103,7 +104,17 @@ func (p *Pool) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 		return p.eng.Run(ctx, job)
 	}
 	defer p.done()
-	defer w.Destroy()
+	// A spent child is destroyed after the result is returned: its
+	// processes are already dead (Run waits for that); what is left is
+	// its cgroup directory, its work dir and its namespaces, whose
+	// teardown need not delay the answer.
+	defer func() {
+		p.spent.Add(1)
+		go func() {
+			defer p.spent.Done()
+			w.Destroy()
+		}()
+	}()
 	acquired := time.Since(t0)
 	res, err := w.Run(ctx, job, lim, form)
 	if err != nil {
@@ -121,7 +132,9 @@ func (p *Pool) take(ctx context.Context) (*sandbox.Warm, error) {
 	p.inflight++
 	z := p.zyg
 	p.mu.Unlock()
-	p.nudge()
+	// The refiller is nudged when the job is done, not now: preparing a
+	// child (a fork and a namespace set-up) would compete with this job
+	// for the CPU, and hold up the zygote while the job's exit is due.
 	select {
 	case w := <-p.ready:
 		return w, nil
@@ -241,6 +254,9 @@ func (p *Pool) drain() {
 	}
 }
 
+// Settle waits until every spent child has been destroyed.
+func (p *Pool) Settle() { p.spent.Wait() }
+
 // Close stops refilling, destroys the ready children and the zygote. Jobs
 // still running on warm children are killed with the zygote.
 func (p *Pool) Close() {
@@ -250,6 +266,7 @@ func (p *Pool) Close() {
 	close(p.stop)
 	p.closed.Wait()
 	p.drain()
+	p.spent.Wait()
 	p.mu.Lock()
 	if p.zyg != nil {
 		p.zyg.Close()

@@ -219,3 +219,14 @@ func (e *Engine) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Ready reports whether a sandbox can be prepared right now, by preparing
+// one and destroying it unused.
+func (e *Engine) Ready(ctx context.Context) error {
+	sb, err := e.prepare(ctx, e.cfg.Limits)
+	if err != nil {
+		return err
+	}
+	sb.destroy()
+	return nil
+}

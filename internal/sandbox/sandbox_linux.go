@@ -62,6 +62,7 @@ type idMap struct {
 type prepareOpts struct {
 	extraFD *os.File      // becomes FDExtra in pid 1
 	files   []nsinit.File // more generated files; same paths replace the defaults
+	weight  int           // the cgroup's CPU weight; 0 is the default
 }
 
 // prepare builds a sandbox up to the point where it waits for its job:
@@ -98,7 +99,9 @@ func (e *Engine) prepareWith(ctx context.Context, lim boxer.Limits, ids idMap, o
 	if err := mountWork(sb.work, ids.user, lim.DiskBytes, e.cfg.TmpInodes); err != nil {
 		return sb, err
 	}
-	sb.cg, err = e.cgroups.Create(sb.id, resources(lim))
+	res := resources(lim)
+	res.Weight = opts.weight
+	sb.cg, err = e.cgroups.Create(sb.id, res)
 	if err != nil {
 		return sb, fmt.Errorf("create cgroup: %w", err)
 	}
@@ -326,6 +329,12 @@ func (sb *sandbox) destroy() {
 func resources(l boxer.Limits) cgroup.Resources {
 	return cgroup.Resources{CPUs: l.CPUs, MemoryBytes: l.MemoryBytes, Pids: l.Pids}
 }
+
+// backgroundWeight is the CPU weight of work done ahead of a job (the
+// zygote's forks, a warm child's set-up): a tenth of a job's, so that on
+// a busy host a running job gets the CPU first and refilling the pool
+// waits.
+const backgroundWeight = 10
 
 func newID() string {
 	var b [8]byte

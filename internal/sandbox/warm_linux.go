@@ -42,7 +42,12 @@ type Warm struct {
 	cg    cgroup.Cgroup
 	conn  *net.UnixConn
 	work  int // dirfd of the child's /work; keeps the tmpfs alive after the child
-	exit  <-chan uint32
+	// nsfds hold the child's own namespaces, so that its exit does not
+	// tear them down (a network namespace alone costs a millisecond or
+	// more): Destroy does, after the result is out.
+	nsfds []int
+	pidfd int               // the child, for knowing it is dead without the zygote
+	exit  <-chan uint32     // the child's wait status, from the zygote
 	disk  int64
 	stdin *os.File
 	out   *os.File
@@ -60,14 +65,16 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 		return nil, ctx.Err()
 	}
 	e := z.e
-	w := &Warm{z: z, id: "w" + newID(), slot: slot, work: -1, disk: e.cfg.Limits.DiskBytes}
+	w := &Warm{z: z, id: "w" + newID(), slot: slot, work: -1, pidfd: -1, disk: e.cfg.Limits.DiskBytes}
 	defer func() {
 		if retErr != nil {
 			w.Destroy()
 		}
 	}()
 	var err error
-	w.cg, err = e.cgroups.Create(w.id, resources(e.cfg.Limits))
+	res := resources(e.cfg.Limits)
+	res.Weight = backgroundWeight // until its job arrives: Run sets the job's limits
+	w.cg, err = e.cgroups.Create(w.id, res)
 	if err != nil {
 		return nil, fmt.Errorf("create cgroup: %w", err)
 	}
@@ -114,7 +121,11 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	if hello.creds == nil || hello.Op != "hello" {
 		return nil, fmt.Errorf("warm child: no credentials in %q", hello.Op)
 	}
-	if err := w.cg.Add(int(hello.creds.Pid)); err != nil {
+	pid := int(hello.creds.Pid)
+	if w.pidfd, err = unix.PidfdOpen(pid, 0); err != nil {
+		return nil, fmt.Errorf("pidfd of warm child: %w", err)
+	}
+	if err := w.cg.Add(pid); err != nil {
 		return nil, fmt.Errorf("move warm child into its cgroup: %w", err)
 	}
 	if err := w.send(map[string]string{"op": "go"}); err != nil {
@@ -131,6 +142,13 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 		return nil, fmt.Errorf("warm child setup failed: %s", ready.Msg)
 	}
 	w.work = ready.fds[0]
+	for _, ns := range []string{"net", "ipc", "mnt"} {
+		fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/%s", pid, ns), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("hold warm child's %s namespace: %w", ns, err)
+		}
+		w.nsfds = append(w.nsfds, fd)
+	}
 	return w, nil
 }
 
@@ -228,10 +246,8 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form F
 	if err := w.send(msg); err != nil {
 		return nil, err
 	}
-	w.conn.Close()
-	w.conn = nil
 	started := time.Now()
-	out := awaitEnd(ctx, lim.WallTime, w.exit, func() { _ = w.cg.Kill() })
+	out := awaitEnd(ctx, lim.WallTime, w.exits(), func() { _ = w.cg.Kill() })
 	wall := time.Since(started)
 	// The child is gone; whatever it started goes too, before anything is
 	// read or reported.
@@ -239,6 +255,71 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form F
 		return nil, fmt.Errorf("kill warm child's processes: %w", err)
 	}
 	return finish(ctx, e, w.id, w.cg, w.work, io, job, out, wall)
+}
+
+// exits delivers the child's wait status as soon as it is known: from the
+// child's own report of its exit code, once its pidfd says it is dead, or
+// else from the zygote (which also tells deaths by signal). The zygote may
+// be busy forking when the child exits; the child's report is not.
+func (w *Warm) exits() <-chan uint32 {
+	out := make(chan uint32, 1)
+	reported := make(chan uint32, 1)
+	go func() {
+		// The last exit report wins: caller code holds the socket too and
+		// could send one before the child's own, final, report.
+		buf := make([]byte, 4096)
+		var code uint32
+		got := false
+		for {
+			n, err := w.conn.Read(buf)
+			if err != nil || n == 0 {
+				break
+			}
+			var m struct {
+				Op   string `json:"op"`
+				Code *int   `json:"code"`
+			}
+			if json.Unmarshal(buf[:n], &m) == nil && m.Op == "exit" && m.Code != nil && *m.Code >= 0 && *m.Code < 256 {
+				code, got = uint32(*m.Code)<<8, true
+			}
+		}
+		if got {
+			reported <- code
+		}
+	}()
+	go func() {
+		dead := make(chan struct{})
+		go func() {
+			fds := []unix.PollFd{{Fd: int32(w.pidfd), Events: unix.POLLIN}}
+			for {
+				if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+					break
+				}
+			}
+			close(dead)
+		}()
+		select {
+		case ws, ok := <-w.exit:
+			if ok {
+				out <- ws
+			}
+			close(out)
+			return
+		case <-dead:
+		}
+		// Dead: its socket is at EOF now, so its report, if any, is in.
+		select {
+		case code := <-reported:
+			out <- code
+			close(out)
+		case ws, ok := <-w.exit:
+			if ok {
+				out <- ws
+			}
+			close(out)
+		}
+	}()
+	return out
 }
 
 func nonNil(s []string) []string {
@@ -258,6 +339,15 @@ func (w *Warm) Destroy() {
 			f.Close()
 		}
 	}
+	if w.pidfd >= 0 {
+		// A live child (never used, or a job cut short) dies by its pidfd
+		// at once; the cgroup's freezer, slow on v1, is then needed only
+		// for whatever else the job left.
+		if unix.PidfdSendSignal(w.pidfd, unix.SIGKILL, nil, 0) == nil {
+			fds := []unix.PollFd{{Fd: int32(w.pidfd), Events: unix.POLLIN}}
+			_, _ = unix.Poll(fds, 1000) // readable once it is gone; bounded all the same
+		}
+	}
 	leaked := false
 	if w.cg != nil {
 		if err := w.cg.Destroy(); err != nil {
@@ -267,6 +357,12 @@ func (w *Warm) Destroy() {
 	}
 	if w.work >= 0 {
 		unix.Close(w.work) // the last reference to the child's tmpfs
+	}
+	for _, fd := range w.nsfds {
+		unix.Close(fd) // the namespaces go now
+	}
+	if w.pidfd >= 0 {
+		unix.Close(w.pidfd)
 	}
 	if !leaked {
 		w.z.slots <- w.slot

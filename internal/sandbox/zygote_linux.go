@@ -119,6 +119,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	lim.MemoryBytes = cfg.MemoryBytes
 	lim.Pids = 64 + cfg.Slots // a child counts here until boxer moves it to its own cgroup
 	sb, err := e.prepareWith(ctx, lim, ids, prepareOpts{
+		weight:  backgroundWeight,
 		extraFD: childEnd,
 		files: []nsinit.File{
 			{Path: "/etc/passwd", Mode: 0o644, Content: passwd(cfg.Slots)},

@@ -1,0 +1,433 @@
+// Command service measures boxer's HTTP service against a bare interpreter
+// on the same machine, in one run, and prints each figure next to its
+// target (issue 4):
+//
+//   - latency: p50/p90/p99 of POST /v1/exec with print(2+2), against the
+//     p50 of bare `python3 -c 'print(2+2)'` (targets: p50 <= 0.25x, p99 <= 1x);
+//   - throughput: requests per second at concurrency 16, against bare
+//     python3 spawned back to back on every core (target >= 2x, no errors);
+//   - warm imports: a script importing numpy and pandas, against the same
+//     script run by bare python3 (target p50 <= 0.1x);
+//   - footprint: RSS of the idle server without a pool (target <= 50 MiB),
+//     and the PSS each additional warm sandbox adds (target <= 15 MiB).
+//
+// It builds cmd/boxer, starts it on a free loopback port with its own state
+// and data dirs, and stops it at the end. It needs root, like boxer.
+//
+//	go run ./bench/service -duration 60s
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+var (
+	python      = flag.String("python", "/usr/bin/python3", "the interpreter, for the baseline and the service")
+	n           = flag.Int("n", 200, "sequential requests (and bare runs) for the latency figures")
+	duration    = flag.Duration("duration", 60*time.Second, "length of the throughput run")
+	concurrency = flag.Int("c", 16, "concurrency of the throughput run")
+	imports     = flag.Int("imports", 20, "runs of the numpy+pandas script, each side")
+)
+
+const (
+	printCode  = "print(2+2)"
+	importCode = "import numpy, pandas\nprint(pandas.Series(numpy.arange(10)).sum())\n"
+)
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	tmp, err := os.MkdirTemp("", "boxer-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "boxer")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/boxer").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	fmt.Printf("boxer service benchmark: %d cores, %s, %s\n\n", runtime.NumCPU(), pythonVersion(), time.Now().UTC().Format(time.RFC3339))
+
+	// Footprint of the idle server without a pool.
+	idle, err := startServer(bin, tmp, "idle", "--pool-min", "0")
+	if err != nil {
+		return err
+	}
+	idleRSS := settledRSS(idle)
+	idle.stop()
+
+	srv, err := startServer(bin, tmp, "main")
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+
+	// Latency. The baseline is measured in its own phases, before and
+	// after the service's (interleaving them would slow bare python3 with
+	// the pool refilling after each request); two phases show drift.
+	var bare, svc []time.Duration
+	bareRun := func(k int) error {
+		for range k {
+			d, err := barePython("-c", printCode)
+			if err != nil {
+				return err
+			}
+			bare = append(bare, d)
+		}
+		return nil
+	}
+	for range 10 { // warm both up
+		if _, err := barePython("-c", printCode); err != nil {
+			return err
+		}
+		if _, err := srv.exec(printCode); err != nil {
+			return err
+		}
+	}
+	if err := bareRun(*n / 2); err != nil {
+		return err
+	}
+	for range *n {
+		d, err := srv.exec(printCode)
+		if err != nil {
+			return err
+		}
+		svc = append(svc, d)
+	}
+	if err := bareRun(*n - *n/2); err != nil {
+		return err
+	}
+	bareP50 := pct(bare, 50)
+	fmt.Println("latency, print(2+2)                p50       p90       p99")
+	fmt.Printf("  bare python3 -c                %s %s %s\n", ms(bareP50), ms(pct(bare, 90)), ms(pct(bare, 99)))
+	fmt.Printf("  POST /v1/exec (HTTP round trip) %s %s %s\n", ms(pct(svc, 50)), ms(pct(svc, 90)), ms(pct(svc, 99)))
+	report("p50 / bare p50", ratio(pct(svc, 50), bareP50), 0.25, true)
+	report("p99 / bare p50", ratio(pct(svc, 99), bareP50), 1.0, true)
+
+	// Throughput, with the machine's CPU time per request on each side.
+	cpu0 := machineCPU()
+	bareRate, bareCount := bareThroughput(min(*duration, 20*time.Second))
+	cpu1 := machineCPU()
+	rate, errs, count, err := srv.throughput(*concurrency, *duration)
+	if err != nil {
+		return err
+	}
+	cpu2 := machineCPU()
+	fmt.Printf("\nthroughput, print(2+2), %v                  CPU per run\n", *duration)
+	fmt.Printf("  bare python3 -c on %d cores      %7.1f/s   %s\n", runtime.NumCPU(), bareRate, ms((cpu1-cpu0)/time.Duration(max(bareCount, 1))))
+	fmt.Printf("  POST /v1/exec, concurrency %-3d  %7.1f/s   %s, %d errors\n", *concurrency, rate, ms((cpu2-cpu1)/time.Duration(max(count, 1))), errs)
+	report("rate / bare rate", rate/bareRate, 2.0, false)
+	report("errors", float64(errs), 0, true)
+
+	// Warm imports.
+	script := filepath.Join(tmp, "imports.py")
+	if err := os.WriteFile(script, []byte(importCode), 0o644); err != nil {
+		return err
+	}
+	var coldImp, warmImp []time.Duration
+	for range *imports {
+		d, err := barePython(script)
+		if err != nil {
+			return err
+		}
+		coldImp = append(coldImp, d)
+		if d, err = srv.exec(importCode); err != nil {
+			return err
+		}
+		warmImp = append(warmImp, d)
+	}
+	fmt.Println("\nwarm imports, import numpy, pandas  p50")
+	fmt.Printf("  bare python3 script.py         %s\n", ms(pct(coldImp, 50)))
+	fmt.Printf("  POST /v1/exec                  %s\n", ms(pct(warmImp, 50)))
+	report("p50 / bare p50", ratio(pct(warmImp, 50), pct(coldImp, 50)), 0.1, true)
+
+	// Footprint.
+	perWarm, err := warmPSS(bin, tmp)
+	if err != nil {
+		return err
+	}
+	fmt.Println("\nfootprint")
+	fmt.Printf("  idle server, no pool: RSS %.1f MiB\n", mib(idleRSS))
+	report("idle RSS, MiB", mib(idleRSS), 50, true)
+	fmt.Printf("  each additional warm sandbox: PSS %.1f MiB\n", mib(perWarm))
+	report("PSS per warm sandbox, MiB", mib(perWarm), 15, true)
+	return nil
+}
+
+// report prints a figure against its target: at most (upper) or at least.
+func report(what string, got, target float64, upper bool) {
+	ok := got <= target
+	cmp := "<="
+	if !upper {
+		ok, cmp = got >= target, ">="
+	}
+	verdict := "MET"
+	if !ok {
+		verdict = "NOT MET"
+	}
+	fmt.Printf("  %-28s %8.3f  (target %s %g)  %s\n", what, got, cmp, target, verdict)
+}
+
+type server struct {
+	cmd    *exec.Cmd
+	url    string
+	client *http.Client
+}
+
+// startServer starts boxer serve on a free port and waits for its address.
+func startServer(bin, tmp, name string, extra ...string) (*server, error) {
+	state := filepath.Join("/run", "boxer-bench-"+name+"-"+strconv.Itoa(os.Getpid()))
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(tmp, name),
+		"--state-dir", state, "--slots", strconv.Itoa(runtime.NumCPU()), "--queue", "64"}, extra...)
+	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		var line struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
+			go io.Copy(io.Discard, stderr)
+			tr := &http.Transport{MaxIdleConnsPerHost: 64}
+			return &server{cmd: cmd, url: line.Addr, client: &http.Client{Transport: tr}}, nil
+		}
+	}
+	cmd.Wait()
+	return nil, errors.New("server exited before serving")
+}
+
+func (s *server) stop() {
+	s.cmd.Process.Signal(os.Interrupt)
+	s.cmd.Wait()
+}
+
+// exec posts code to /v1/exec and returns the round trip.
+func (s *server) exec(code string) (time.Duration, error) {
+	body, _ := json.Marshal(map[string]string{"code": code, "language": "python"})
+	t := time.Now()
+	resp, err := s.client.Post(s.url+"/v1/exec", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(t)
+	if err != nil {
+		return 0, err
+	}
+	var out struct {
+		Success bool `json:"success"`
+		Result  struct {
+			ExitCode int    `json:"exitCode"`
+			Stderr   string `json:"stderr"`
+		} `json:"result"`
+	}
+	if resp.StatusCode != 200 || json.Unmarshal(b, &out) != nil || !out.Success || out.Result.ExitCode != 0 {
+		return 0, fmt.Errorf("POST /v1/exec: %d %s", resp.StatusCode, b)
+	}
+	return d, nil
+}
+
+// throughput posts print(2+2) from c workers for d; it counts successes
+// and failures.
+func (s *server) throughput(c int, d time.Duration) (float64, int64, int64, error) {
+	var ok, failed atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if _, err := s.exec(printCode); err != nil {
+					failed.Add(1)
+				} else {
+					ok.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(ok.Load()) / time.Since(start).Seconds(), failed.Load(), ok.Load(), nil
+}
+
+func barePython(args ...string) (time.Duration, error) {
+	t := time.Now()
+	out, err := exec.Command(*python, args...).Output()
+	d := time.Since(t)
+	if err != nil {
+		return 0, fmt.Errorf("bare python: %v", err)
+	}
+	if len(out) == 0 {
+		return 0, errors.New("bare python printed nothing")
+	}
+	return d, nil
+}
+
+// bareThroughput spawns bare python3 back to back on every core; it
+// returns the rate and the count.
+func bareThroughput(d time.Duration) (float64, int64) {
+	var count atomic.Int64
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				if _, err := barePython("-c", printCode); err == nil {
+					count.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(count.Load()) / time.Since(start).Seconds(), count.Load()
+}
+
+// machineCPU is the CPU time every core has spent busy (user, nice,
+// system, irq, softirq), from /proc/stat.
+func machineCPU() time.Duration {
+	b, _ := os.ReadFile("/proc/stat")
+	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		ticks += v
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100
+}
+
+// settledRSS is the server's RSS after a few requests, once idle.
+func settledRSS(s *server) float64 {
+	for range 5 {
+		s.exec(printCode)
+	}
+	runtime.GC()
+	return float64(statusKB(s.cmd.Process.Pid, "VmRSS:")) * 1024
+}
+
+// warmPSS measures the proportional memory one more warm sandbox adds: the
+// total PSS of the server and every process of its sandboxes, with the
+// pool at two sizes.
+func warmPSS(bin, tmp string) (float64, error) {
+	const small, large = 2, 10
+	total := func(min int) (float64, error) {
+		s, err := startServer(bin, tmp, "pss"+strconv.Itoa(min), "--pool-min", strconv.Itoa(min), "--pool-max", strconv.Itoa(large+4))
+		if err != nil {
+			return 0, err
+		}
+		defer s.stop()
+		s.exec(printCode)
+		// Let the pool refill to its floor, then sum PSS over the tree.
+		deadline := time.Now().Add(30 * time.Second)
+		var pss float64
+		for time.Now().Before(deadline) {
+			pss = treePSS(s.cmd.Process.Pid)
+			time.Sleep(500 * time.Millisecond)
+			if next := treePSS(s.cmd.Process.Pid); next-pss < 64<<10 {
+				break
+			}
+		}
+		return treePSS(s.cmd.Process.Pid), nil
+	}
+	a, err := total(small)
+	if err != nil {
+		return 0, err
+	}
+	b, err := total(large)
+	if err != nil {
+		return 0, err
+	}
+	return (b - a) / (large - small), nil
+}
+
+// treePSS sums Pss over pid and all its descendants.
+func treePSS(pid int) float64 {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp := statusKB(p, "PPid:"); pp > 0 {
+			children[int(pp)] = append(children[int(pp)], p)
+		}
+	}
+	var sum float64
+	stack := []int{pid}
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		sum += float64(smapsKB(p, "Pss:")) * 1024
+		stack = append(stack, children[p]...)
+	}
+	return sum
+}
+
+func statusKB(pid int, key string) int64 { return fieldKB(fmt.Sprintf("/proc/%d/status", pid), key) }
+func smapsKB(pid int, key string) int64  { return fieldKB(fmt.Sprintf("/proc/%d/smaps_rollup", pid), key) }
+
+func fieldKB(file, key string) int64 {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == key {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+func pythonVersion() string {
+	out, _ := exec.Command(*python, "--version").Output()
+	return strings.TrimSpace(string(out))
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
+func ms(d time.Duration) string        { return fmt.Sprintf("%7.1fms", float64(d)/1e6) }
+func mib(b float64) float64            { return b / (1 << 20) }
