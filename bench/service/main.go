@@ -401,7 +401,9 @@ func treePSS(pid int) float64 {
 }
 
 func statusKB(pid int, key string) int64 { return fieldKB(fmt.Sprintf("/proc/%d/status", pid), key) }
-func smapsKB(pid int, key string) int64  { return fieldKB(fmt.Sprintf("/proc/%d/smaps_rollup", pid), key) }
+func smapsKB(pid int, key string) int64 {
+	return fieldKB(fmt.Sprintf("/proc/%d/smaps_rollup", pid), key)
+}
 
 func fieldKB(file, key string) int64 {
 	b, err := os.ReadFile(file)

@@ -28,8 +28,13 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, doctorUsage); fs.PrintDefaults() }
-	cfg := engineFlags(fs)
+	ef := &envFlags{fs: fs}
+	cfg := engineFlags(ef)
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := errors.Join(ef.errs...); err != nil {
+		fmt.Fprintln(stderr, "boxer:", err)
 		return 2
 	}
 	checks := hostChecks(cfg)

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"boxer/internal/sandbox"
 )
@@ -50,36 +47,13 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
-// env returns the value of the BOXER_* variable name, or def.
-func env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return def
-}
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, ok := os.LookupEnv(name); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-	}
-	return def
-}
-
-// engineFlags registers the sandbox engine's settings on fs, each with a
-// BOXER_* environment variable as its default.
-func engineFlags(fs *flag.FlagSet) *sandbox.Config {
+// engineFlags registers the sandbox engine's settings, shared by run,
+// doctor and serve.
+func engineFlags(ef *envFlags) *sandbox.Config {
 	c := &sandbox.Config{}
-	fs.StringVar(&c.StateDir, "state-dir", env("BOXER_STATE_DIR", "/run/boxer"), "directory for live sandboxes' mounts; others must be able to search its parents (BOXER_STATE_DIR)")
-	fs.StringVar(&c.Python, "python", env("BOXER_PYTHON", "/usr/bin/python3"), "host Python interpreter the sandboxes run (BOXER_PYTHON)")
-	fs.StringVar(&c.CgroupParent, "cgroup-parent", env("BOXER_CGROUP_PARENT", ""), "cgroup under which runs' cgroups are made; default: boxer's own (BOXER_CGROUP_PARENT)")
-	fs.Func("extra-bind", "extra host path shown read-only in every sandbox; repeatable (BOXER_EXTRA_BINDS, colon-separated)", func(s string) error {
-		c.ExtraBinds = append(c.ExtraBinds, s)
-		return nil
-	})
-	if v := env("BOXER_EXTRA_BINDS", ""); v != "" {
-		c.ExtraBinds = strings.Split(v, ":")
-	}
+	ef.str(&c.StateDir, "state-dir", "BOXER_STATE_DIR", "/run/boxer", "directory for live sandboxes' mounts; others must be able to search its parents")
+	ef.str(&c.Python, "python", "BOXER_PYTHON", "/usr/bin/python3", "host Python interpreter the sandboxes run")
+	ef.str(&c.CgroupParent, "cgroup-parent", "BOXER_CGROUP_PARENT", "", "cgroup under which runs' cgroups are made; default: boxer's own")
+	ef.list(&c.ExtraBinds, "extra-bind", "BOXER_EXTRA_BINDS", "", "more host paths shown read-only in every sandbox")
 	return c
 }

@@ -39,8 +39,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&artifacts, "artifact", "work-dir path to bring back after the run; repeatable")
 	outDir := fs.String("out", ".", "where artifacts are written")
 	asJSON := fs.Bool("json", false, "print the full result as JSON instead of the program's output")
-	cfg := engineFlags(fs)
+	ef := &envFlags{fs: fs}
+	cfg := engineFlags(ef)
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := errors.Join(ef.errs...); err != nil {
+		fmt.Fprintln(stderr, "boxer:", err)
 		return 2
 	}
 	if fs.NArg() < 1 {

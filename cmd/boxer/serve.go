@@ -2,11 +2,275 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"boxer/internal/api"
+	"boxer/internal/api/prommetrics"
+	"boxer/internal/pool"
+	"boxer/internal/sandbox"
+	"boxer/internal/store"
+	"boxer/internal/x402"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
+const serveUsage = `usage: boxer serve [flags]
+
+Serves boxer's HTTP API: POST /v1/exec, POST /v1/run-python,
+GET /v1/jobs/{job_id}, GET /v1/health, /healthz, /readyz (and /metrics
+with --metrics). Every flag can also be given as the environment variable
+named in its description; a flag wins.
+
+Before serving, boxer runs the same isolation self-test as 'boxer doctor'
+and refuses to start if any protection it is configured for is not in force.
+`
+
+// serveConfig is everything boxer serve is configured with.
+type serveConfig struct {
+	Addr          string
+	DataDir       string
+	LogLevel      string
+	Metrics       bool
+	ShutdownGrace time.Duration
+	Engine        *sandbox.Config
+	Pool          pool.Config
+	API           api.Config
+	Payments      x402.Config
+	PriceExec     string
+	PriceRun      string
+}
+
+func serveFlags(fs *flag.FlagSet) (*serveConfig, *envFlags) {
+	c := &serveConfig{API: api.Config{}, Payments: x402.DefaultConfig()}
+	ef := &envFlags{fs: fs}
+	ef.str(&c.Addr, "addr", "BOXER_ADDR", "127.0.0.1:8080", "address to listen on")
+	ef.str(&c.DataDir, "data-dir", "BOXER_DATA_DIR", "boxer-data", "directory for the database (job records, health figures, used payments)")
+	ef.str(&c.LogLevel, "log-level", "BOXER_LOG_LEVEL", "info", "debug, info, warn or error")
+	ef.boolean(&c.Metrics, "metrics", "BOXER_METRICS", false, "serve Prometheus metrics at /metrics")
+	ef.duration(&c.ShutdownGrace, "shutdown-grace", "BOXER_SHUTDOWN_GRACE", 35*time.Second, "on SIGTERM, how long runs in flight may finish before they are killed")
+	c.Engine = engineFlags(ef)
+
+	ef.integer(&c.Pool.Min, "pool-min", "BOXER_POOL_MIN", 2, "warm sandboxes kept ready when idle; 0 turns the warm pool off")
+	ef.integer(&c.Pool.Max, "pool-max", "BOXER_POOL_MAX", 16, "most warm sandboxes at once, ready or running")
+	ef.list(&c.Pool.PreImports, "pool-preimport", "BOXER_POOL_PREIMPORT", "numpy,pandas", "modules imported once and shared by every warm run")
+	ef.bytes(&c.Pool.ZygoteMemoryBytes, "pool-zygote-memory", "BOXER_POOL_ZYGOTE_MEMORY", 1<<30, "memory limit of the warm pool's zygote (its pre-imports)")
+
+	a := &c.API
+	exec, run := api.DefaultExecLimits(), sandbox.Config{}.WithDefaults().Limits
+	ef.float(&a.ExecLimits.CPUs, "exec-cpus", "BOXER_EXEC_CPUS", exec.CPUs, "CPU limit of /v1/exec runs, in cores")
+	ef.bytes(&a.ExecLimits.MemoryBytes, "exec-memory", "BOXER_EXEC_MEMORY", exec.MemoryBytes, "memory limit of /v1/exec runs")
+	ef.duration(&a.ExecLimits.WallTime, "exec-timeout", "BOXER_EXEC_TIMEOUT", exec.WallTime, "wall-clock limit of /v1/exec runs")
+	ef.float(&a.RunLimits.CPUs, "run-cpus", "BOXER_RUN_CPUS", run.CPUs, "CPU limit of /v1/run-python runs that do not ask for one")
+	ef.bytes(&a.RunLimits.MemoryBytes, "run-memory", "BOXER_RUN_MEMORY", run.MemoryBytes, "memory limit of /v1/run-python runs that do not ask for one")
+	ef.duration(&a.RunLimits.WallTime, "run-timeout", "BOXER_RUN_TIMEOUT", run.WallTime, "wall-clock limit of /v1/run-python runs that do not ask for one")
+	ef.integer(&a.MaxCodeBytes, "max-code-bytes", "BOXER_MAX_CODE_BYTES", api.DefaultMaxCodeBytes, "largest /v1/exec code, in bytes")
+	ef.bytes(&a.MaxExecBodyBytes, "max-exec-body", "BOXER_MAX_EXEC_BODY", api.DefaultMaxExecBodyBytes, "largest /v1/exec request body")
+	ef.bytes(&a.MaxRunBodyBytes, "max-run-body", "BOXER_MAX_RUN_BODY", api.DefaultMaxRunBodyBytes, "largest /v1/run-python request body")
+	ef.integer(&a.Slots, "slots", "BOXER_SLOTS", runtime.NumCPU(), "runs at once")
+	ef.integer(&a.Queue, "queue", "BOXER_QUEUE", 2*runtime.NumCPU(), "runs that may wait for a slot; beyond, 503 busy")
+	ef.duration(&a.QueueTimeout, "queue-timeout", "BOXER_QUEUE_TIMEOUT", api.DefaultQueueTimeout, "longest wait for a slot")
+	ef.duration(&a.RetryAfter, "retry-after", "BOXER_RETRY_AFTER", api.DefaultRetryAfter, "Retry-After sent with 503 busy")
+	ef.duration(&a.JobRetention, "job-retention", "BOXER_JOB_RETENTION", api.DefaultJobRetention, "how long /v1/run-python results are kept for job_id replay")
+	ef.duration(&a.PruneInterval, "prune-interval", "BOXER_PRUNE_INTERVAL", api.DefaultPruneInterval, "how often expired records are pruned")
+	ef.integer(&a.HealthRecentRuns, "health-recent-runs", "BOXER_HEALTH_RECENT_RUNS", api.DefaultHealthRecentRuns, "runs behind /v1/health's p50 duration")
+
+	p := &c.Payments
+	ef.str(&p.Mode, "payments", "BOXER_PAYMENTS", x402.ModeOff, "off (free) or x402 (priced routes answer 402 until paid)")
+	ef.str(&p.PayTo, "x402-pay-to", "BOXER_X402_PAY_TO", "", "address that receives payments")
+	ef.str(&p.FacilitatorURL, "x402-facilitator-url", "BOXER_X402_FACILITATOR_URL", "", "x402 facilitator base URL (/verify and /settle are appended)")
+	ef.str(&p.FacilitatorAuthHeader, "x402-facilitator-auth-header", "BOXER_X402_FACILITATOR_AUTH_HEADER", "", `header sent to the facilitator, "Name: value"`)
+	ef.duration(&p.FacilitatorTimeout, "x402-facilitator-timeout", "BOXER_X402_FACILITATOR_TIMEOUT", p.FacilitatorTimeout, "bound on one facilitator call")
+	ef.str(&p.Network, "x402-network", "BOXER_X402_NETWORK", p.Network, "CAIP-2 network of the payments")
+	ef.str(&p.Asset, "x402-asset", "BOXER_X402_ASSET", p.Asset, "EIP-3009 token contract")
+	ef.str(&p.AssetName, "x402-asset-name", "BOXER_X402_ASSET_NAME", p.AssetName, "the token's EIP-712 domain name")
+	ef.str(&p.AssetVersion, "x402-asset-version", "BOXER_X402_ASSET_VERSION", p.AssetVersion, "the token's EIP-712 domain version")
+	ef.integer(&p.AssetDecimals, "x402-asset-decimals", "BOXER_X402_ASSET_DECIMALS", p.AssetDecimals, "the token's decimals")
+	ef.integer(&p.MaxTimeoutSeconds, "x402-max-timeout-seconds", "BOXER_X402_MAX_TIMEOUT_SECONDS", p.MaxTimeoutSeconds, "payment validity offered to clients")
+	ef.duration(&p.ValidityMargin, "x402-validity-margin", "BOXER_X402_VALIDITY_MARGIN", p.ValidityMargin, "how long a payment must still be valid when it arrives")
+	ef.str(&p.PublicURL, "x402-public-url", "BOXER_X402_PUBLIC_URL", "", "externally visible base URL; default: derived from each request")
+	ef.str(&c.PriceExec, "x402-price-exec", "BOXER_X402_PRICE_EXEC", "0.02", "USD per /v1/exec call")
+	ef.str(&c.PriceRun, "x402-price-run-python", "BOXER_X402_PRICE_RUN_PYTHON", "0.01", "USD per /v1/run-python call")
+	return c, ef
+}
+
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "boxer serve: the HTTP service is not built yet (issue 3)")
-	return 1
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, serveUsage); fs.PrintDefaults() }
+	cfg, ef := serveFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := errors.Join(ef.errs...); err != nil {
+		fmt.Fprintln(stderr, "boxer serve:", err)
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		fmt.Fprintln(stderr, "boxer serve: --log-level:", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	m := &Main{cfg: cfg, log: log}
+	if err := m.Run(ctx); err != nil {
+		log.Error("boxer serve", "err", err)
+		m.Close()
+		return 1
+	}
+	<-ctx.Done()
+	log.Info("shutting down", "grace", cfg.ShutdownGrace)
+	if err := m.Close(); err != nil {
+		log.Error("shutdown", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// Main is a running boxer service: the parts, wired, and how to stop them.
+type Main struct {
+	cfg *serveConfig
+	log *slog.Logger
+
+	store    *store.Store
+	engine   *sandbox.Engine
+	pool     *pool.Pool
+	api      *api.Server
+	http     *http.Server
+	listener net.Listener
+	served   chan error
+}
+
+// Run checks the configuration, opens the store, starts the engine and
+// the pool, proves isolation with the self-test, and starts serving.
+func (m *Main) Run(ctx context.Context) error {
+	c := m.cfg
+	c.Payments.Routes = x402.DefaultRoutes()
+	for i := range c.Payments.Routes {
+		switch c.Payments.Routes[i].Path {
+		case "/v1/exec":
+			c.Payments.Routes[i].Price = c.PriceExec
+		case "/v1/run-python":
+			c.Payments.Routes[i].Price = c.PriceRun
+		}
+	}
+	if err := c.Payments.Validate(); err != nil {
+		return fmt.Errorf("payments: %w", err)
+	}
+	if err := c.Pool.Validate(); err != nil {
+		return err
+	}
+	c.API.Version = version
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	var err error
+	if m.store, err = store.Open(filepath.Join(c.DataDir, "boxer.db")); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	c.Engine.Logger = m.log
+	if m.engine, err = sandbox.New(ctx, *c.Engine); err != nil {
+		return fmt.Errorf("sandbox engine: %w", err)
+	}
+	if err := m.selfTest(ctx); err != nil {
+		return err
+	}
+	if m.pool, err = pool.New(ctx, m.engine, c.Pool, m.log); err != nil {
+		return fmt.Errorf("warm pool: %w", err)
+	}
+	payments, err := x402.New(c.Payments, x402.Deps{Nonces: m.store, Logger: m.log})
+	if err != nil {
+		return fmt.Errorf("payments: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	metrics, err := prommetrics.New(reg)
+	if err != nil {
+		return err
+	}
+	deps := api.Deps{
+		Runner:        m.pool,
+		Store:         m.store,
+		Logger:        m.log,
+		Metrics:       metrics,
+		Ready:         m.engine.Ready,
+		PythonVersion: m.engine.Runtime().Version,
+	}
+	if payments.Enabled() {
+		deps.Payment = func(route string, next http.Handler) http.Handler {
+			return payments.Wrap(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				api.SetPayer(r, x402.PayerOf(r))
+				next.ServeHTTP(w, r)
+			}))
+		}
+	}
+	if m.api, err = api.New(c.API, deps); err != nil {
+		return err
+	}
+	var handler http.Handler = m.api
+	if c.Metrics {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", prommetrics.Handler(reg))
+		mux.Handle("/", m.api)
+		handler = mux
+	}
+	m.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	if m.listener, err = net.Listen("tcp", c.Addr); err != nil {
+		return err
+	}
+	m.served = make(chan error, 1)
+	go func() { m.served <- m.http.Serve(m.listener) }()
+	m.log.Info("serving", "addr", "http://"+m.listener.Addr().String(), "version", version,
+		"python", m.engine.Runtime().Version, "cgroup", m.engine.CgroupVersion().String(),
+		"pool_min", c.Pool.Min, "preimports", c.Pool.PreImports, "payments", c.Payments.Mode)
+	return nil
+}
+
+// selfTest refuses to serve with weaker isolation than configured.
+func (m *Main) selfTest(ctx context.Context) error {
+	var failed []string
+	for _, ch := range m.engine.SelfTest(ctx) {
+		if !ch.OK {
+			failed = append(failed, ch.Name+": "+ch.Detail)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("isolation self-test failed, refusing to serve (run 'boxer doctor'): %v", failed)
+	}
+	if !m.engine.SeccompEnabled() {
+		m.log.Warn("seccomp is OFF: programs run without the syscall filter")
+	}
+	return nil
+}
+
+// Close stops accepting, lets runs in flight finish within the grace
+// period, kills the rest and releases everything. It is safe on a Main
+// whose Run failed part way.
+func (m *Main) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownGrace)
+	defer cancel()
+	var errs []error
+	if m.http != nil {
+		done := make(chan error, 1)
+		go func() { done <- m.api.Shutdown(ctx) }()
+		errs = append(errs, m.http.Shutdown(ctx), <-done)
+	}
+	if m.pool != nil {
+		m.pool.Close()
+	}
+	if m.engine != nil {
+		errs = append(errs, m.engine.Close())
+	}
+	if m.store != nil {
+		errs = append(errs, m.store.Close())
+	}
+	return errors.Join(errs...)
 }

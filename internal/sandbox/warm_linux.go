@@ -36,18 +36,18 @@ import (
 //	{"form":..,"target":..,"args":..}  ->    runs the job in-process, exits
 //	                    (the zygote reports the exit status to boxer)
 type Warm struct {
-	z     *Zygote
-	id    string
-	slot  int
-	cg    cgroup.Cgroup
-	conn  *net.UnixConn
-	work  int // dirfd of the child's /work; keeps the tmpfs alive after the child
+	z    *Zygote
+	id   string
+	slot int
+	cg   cgroup.Cgroup
+	conn *net.UnixConn
+	work int // dirfd of the child's /work; keeps the tmpfs alive after the child
 	// nsfds hold the child's own namespaces, so that its exit does not
 	// tear them down (a network namespace alone costs a millisecond or
 	// more): Destroy does, after the result is out.
 	nsfds []int
-	pidfd int               // the child, for knowing it is dead without the zygote
-	exit  <-chan uint32     // the child's wait status, from the zygote
+	pidfd int           // the child, for knowing it is dead without the zygote
+	exit  <-chan uint32 // the child's wait status, from the zygote
 	disk  int64
 	stdin *os.File
 	out   *os.File

@@ -2,6 +2,7 @@ package x402
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,15 @@ import (
 
 	"boxer"
 )
+
+type payerKey struct{}
+
+// PayerOf returns the address of the payer whose verified payment r carries,
+// inside a handler that Payments.Wrap guards; "" elsewhere.
+func PayerOf(r *http.Request) string {
+	s, _ := r.Context().Value(payerKey{}).(string)
+	return s
+}
 
 // Settlement is one payment that went through, reported to Deps.OnSettled
 // (for /v1/health's uniquePayers30d and for accounting).
@@ -181,7 +191,7 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 	}
 
 	buf := newBufferedResponse()
-	next.ServeHTTP(buf, r)
+	next.ServeHTTP(buf, r.WithContext(context.WithValue(ctx, payerKey{}, payer)))
 
 	if !charged(buf.status) {
 		// boxer failed (5xx), was busy (429) or refused the request

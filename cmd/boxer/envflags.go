@@ -1,0 +1,117 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// envFlags registers flags whose defaults come from BOXER_* environment
+// variables, so every setting can be given either way (a flag wins). The
+// usage text names the variable. A variable that does not parse is
+// reported by errs, not silently ignored.
+type envFlags struct {
+	fs   *flag.FlagSet
+	errs []error
+}
+
+func (e *envFlags) lookup(env string) (string, bool) {
+	v, ok := os.LookupEnv(env)
+	return strings.TrimSpace(v), ok
+}
+
+func (e *envFlags) bad(env, v string, err error) {
+	e.errs = append(e.errs, fmt.Errorf("%s=%q: %v", env, v, err))
+}
+
+func (e *envFlags) str(p *string, name, env, def, usage string) {
+	if v, ok := e.lookup(env); ok {
+		def = v
+	}
+	e.fs.StringVar(p, name, def, usage+" ("+env+")")
+}
+
+func (e *envFlags) integer(p *int, name, env string, def int, usage string) {
+	if v, ok := e.lookup(env); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			e.bad(env, v, err)
+		}
+		def = n
+	}
+	e.fs.IntVar(p, name, def, usage+" ("+env+")")
+}
+
+func (e *envFlags) float(p *float64, name, env string, def float64, usage string) {
+	if v, ok := e.lookup(env); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			e.bad(env, v, err)
+		}
+		def = f
+	}
+	e.fs.Float64Var(p, name, def, usage+" ("+env+")")
+}
+
+func (e *envFlags) duration(p *time.Duration, name, env string, def time.Duration, usage string) {
+	if v, ok := e.lookup(env); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			e.bad(env, v, err)
+		}
+		def = d
+	}
+	e.fs.DurationVar(p, name, def, usage+" ("+env+")")
+}
+
+func (e *envFlags) boolean(p *bool, name, env string, def bool, usage string) {
+	if v, ok := e.lookup(env); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			e.bad(env, v, err)
+		}
+		def = b
+	}
+	e.fs.BoolVar(p, name, def, usage+" ("+env+")")
+}
+
+func (e *envFlags) bytes(p *int64, name, env string, def int64, usage string) {
+	if v, ok := e.lookup(env); ok {
+		n, err := parseBytes(v)
+		if err != nil {
+			e.bad(env, v, err)
+		}
+		def = n
+	}
+	*p = def
+	e.fs.Func(name, fmt.Sprintf("%s (%s) (default %d)", usage, env, def), func(s string) error {
+		n, err := parseBytes(s)
+		*p = n
+		return err
+	})
+}
+
+// list is a comma-separated list; an empty value is an empty list.
+func (e *envFlags) list(p *[]string, name, env, def, usage string) {
+	if v, ok := e.lookup(env); ok {
+		def = v
+	}
+	*p = splitList(def)
+	e.fs.Func(name, fmt.Sprintf("%s, comma-separated (%s) (default %q)", usage, env, def), func(s string) error {
+		*p = splitList(s)
+		return nil
+	})
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
