@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"boxer/internal/sandbox"
+)
+
+// testServer is a real `boxer serve` on a free loopback port.
+type testServer struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	url  string
+	done chan error
+}
+
+// startServe starts the binary and waits for its "serving" log line.
+func startServe(t *testing.T, bin, state, data string, args ...string) *testServer {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--state-dir", state, "--data-dir", data,
+		"--pool-preimport", "", "--shutdown-grace", "5s"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &testServer{t: t, cmd: cmd, done: make(chan error, 1)}
+	lines := bufio.NewScanner(stderr)
+	for lines.Scan() {
+		var l struct{ Msg, Addr string }
+		if json.Unmarshal(lines.Bytes(), &l) == nil && l.Msg == "serving" {
+			s.url = l.Addr
+			break
+		}
+	}
+	if s.url == "" {
+		cmd.Wait()
+		t.Fatal("boxer serve exited before serving")
+	}
+	go func() {
+		io.Copy(io.Discard, stderr)
+		s.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() { s.stop() })
+	return s
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (s *testServer) stop() {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		if err != nil {
+			s.t.Errorf("boxer serve exited with %v after SIGTERM", err)
+		}
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		s.t.Error("boxer serve did not stop within 30s of SIGTERM")
+	}
+}
+
+// post sends a JSON body and decodes the JSON answer.
+func (s *testServer) post(path, body string) (int, http.Header, map[string]any) {
+	s.t.Helper()
+	resp, err := http.Post(s.url+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return decode(s.t, resp)
+}
+
+func (s *testServer) get(path string) (int, http.Header, map[string]any) {
+	s.t.Helper()
+	resp, err := http.Get(s.url + path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return decode(s.t, resp)
+}
+
+func decode(t *testing.T, resp *http.Response) (int, http.Header, map[string]any) {
+	t.Helper()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%d: not JSON: %q", resp.StatusCode, b)
+	}
+	return resp.StatusCode, resp.Header, m
+}
+
+func execBody(code string) string {
+	b, _ := json.Marshal(map[string]string{"code": code, "language": "python"})
+	return string(b)
+}
+
+// field walks nested maps: field(m, "result", "stdout").
+func field(m map[string]any, path ...string) any {
+	var v any = m
+	for _, p := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[p]
+	}
+	return v
+}
+
+// TestServeSeedExamples runs each seed's own examples and every failure
+// mode they list against the real binary.
+func TestServeSeedExamples(t *testing.T) {
+	bin := boxerBin(t)
+	s := startServe(t, bin, stateDir(t), t.TempDir())
+
+	t.Run("seed 000: print(2 + 2)", func(t *testing.T) {
+		code, _, m := s.post("/v1/exec", `{"code": "print(2 + 2)", "language": "python"}`)
+		if code != 200 || m["success"] != true || field(m, "result", "stdout") != "4\n" ||
+			field(m, "result", "stderr") != "" || field(m, "result", "exitCode") != 0.0 || field(m, "result", "timedOut") != false {
+			t.Fatalf("%d %v", code, m)
+		}
+		if _, ok := field(m, "result", "durationMs").(float64); !ok {
+			t.Fatalf("durationMs missing: %v", m)
+		}
+	})
+	t.Run("seed 001: factorial", func(t *testing.T) {
+		_, _, m := s.post("/v1/exec", execBody("import math; print(math.factorial(20))"))
+		if field(m, "result", "stdout") != "2432902008176640000\n" {
+			t.Fatal(m)
+		}
+	})
+	t.Run("seed 004: matplotlib chart as a base64 artifact", func(t *testing.T) {
+		body := `{"files": {"main.py": "import os\nimport matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nos.makedirs('output', exist_ok=True)\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.savefig('output/chart.png')\nprint('saved')\n"},
+			"timeout_seconds": 20, "memory_mb": 512, "artifact_paths": ["output/chart.png"]}`
+		code, _, m := s.post("/v1/run-python", body)
+		arts, _ := m["artifacts"].([]any)
+		if code != 200 || m["stdout"] != "saved\n" || len(arts) != 1 {
+			t.Fatalf("%d %v", code, m)
+		}
+		a := arts[0].(map[string]any)
+		png, err := base64.StdEncoding.DecodeString(a["content"].(string))
+		if a["encoding"] != "base64" || err != nil || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) || a["size"] != float64(len(png)) {
+			t.Fatalf("artifact is not a PNG: %v %v", a["encoding"], err)
+		}
+	})
+	t.Run("seed 004: pytest through command", func(t *testing.T) {
+		body := `{"files": {"utils.py": "def add(a, b):\n    return a + b\n",
+			"test_math.py": "from utils import add\n\ndef test_add():\n    assert add(2, 3) == 5\n"},
+			"command": ["python", "-m", "pytest", "-q", "test_math.py"]}`
+		code, _, m := s.post("/v1/run-python", body)
+		if code != 200 || m["exit_code"] != 0.0 || !strings.Contains(m["stdout"].(string), "1 passed") {
+			t.Fatalf("%d %v", code, m)
+		}
+	})
+	t.Run("stdin", func(t *testing.T) {
+		_, _, m := s.post("/v1/run-python", `{"files": {"main.py": "import sys\nprint(sys.stdin.read().upper())"}, "stdin": "hello"}`)
+		if m["stdout"] != "HELLO\n" {
+			t.Fatal(m)
+		}
+	})
+	t.Run("code over 64 KB", func(t *testing.T) {
+		code, _, m := s.post("/v1/exec", execBody("#"+strings.Repeat("x", 65536)))
+		if code != 413 || field(m, "error", "code") != "code_too_large" || m["success"] != false {
+			t.Fatalf("%d %v", code, m)
+		}
+	})
+	t.Run("timeout keeps partial stdout", func(t *testing.T) {
+		body := `{"files": {"main.py": "import time\nprint('partial')\ntime.sleep(30)"}, "timeout_seconds": 1}`
+		code, _, m := s.post("/v1/run-python", body)
+		if code != 200 || m["timed_out"] != true || m["stdout"] != "partial\n" {
+			t.Fatalf("%d %v", code, m)
+		}
+	})
+	t.Run("runtime error: traceback and exit 1", func(t *testing.T) {
+		_, _, m := s.post("/v1/exec", execBody("print('a')\nraise ValueError('boom')"))
+		stderr, _ := field(m, "result", "stderr").(string)
+		if m["success"] != true || field(m, "result", "exitCode") != 1.0 || !strings.Contains(stderr, "Traceback") || !strings.Contains(stderr, "ValueError: boom") {
+			t.Fatal(m)
+		}
+	})
+	t.Run("out of memory", func(t *testing.T) {
+		body := `{"files": {"main.py": "x = []\nwhile True: x.append(bytearray(1 << 20))"}, "memory_mb": 64}`
+		code, _, m := s.post("/v1/run-python", body)
+		if code != 200 || m["oom_killed"] != true || m["status"] != "oom" {
+			t.Fatalf("%d %v", code, m)
+		}
+	})
+	t.Run("network attempt refused", func(t *testing.T) {
+		_, _, m := s.post("/v1/exec", execBody("import socket\ntry:\n    socket.create_connection(('192.0.2.1', 80), timeout=5)\nexcept OSError as e:\n    print(type(e).__name__, e.errno)"))
+		if field(m, "result", "stdout") != "OSError 101\n" {
+			t.Fatal(m)
+		}
+	})
+	t.Run("malformed body", func(t *testing.T) {
+		for _, body := range []string{`{"code": `, `{"code": "print(1)"} trailing`, `{"code": 5}`, `{"code": "x", "Code": "y"}`} {
+			code, _, m := s.post("/v1/exec", body)
+			if code != 400 || m["success"] != false || field(m, "error", "code") == nil {
+				t.Fatalf("%q: %d %v", body, code, m)
+			}
+		}
+	})
+	t.Run("unsupported language", func(t *testing.T) {
+		code, _, m := s.post("/v1/exec", `{"code": "puts 1", "language": "ruby"}`)
+		if code != 400 || field(m, "error", "code") != "unsupported_language" {
+			t.Fatalf("%d %v", code, m)
+		}
+	})
+	t.Run("health", func(t *testing.T) {
+		code, _, m := s.get("/v1/health")
+		if code != 200 || m["status"] != "ok" || m["runsTotal"].(float64) < 5 {
+			t.Fatalf("%d %v", code, m)
+		}
+	})
+}
+
+// TestServeBusy fills the one run slot and the one queue place, then
+// expects the next request to be refused with 503 busy and Retry-After.
+func TestServeBusy(t *testing.T) {
+	bin := boxerBin(t)
+	state := stateDir(t)
+	s := startServe(t, bin, state, t.TempDir(), "--slots", "1", "--queue", "1", "--pool-min", "0")
+	slow := execBody("import time; time.sleep(20)")
+	results := make(chan int, 2)
+	for range 2 {
+		go func() {
+			resp, err := http.Post(s.url+"/v1/exec", "application/json", strings.NewReader(slow))
+			if err == nil {
+				resp.Body.Close()
+				results <- resp.StatusCode
+			} else {
+				results <- 0
+			}
+		}()
+	}
+	// Wait until the health record shows one running and one queued.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, _, h := s.get("/v1/health")
+		if h["running"] == 1.0 && h["queued"] == 1.0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot and queue never filled: %v", h)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	code, hdr, m := s.post("/v1/exec", execBody("print(1)"))
+	if code != 503 || field(m, "error", "code") != "busy" || hdr.Get("Retry-After") == "" {
+		t.Fatalf("%d %v (Retry-After %q)", code, m, hdr.Get("Retry-After"))
+	}
+	// SIGTERM with a run still going past the grace period: it is
+	// killed, and no sandbox process outlives the server.
+	s.stop()
+	base := sandbox.Config{StateDir: state}.WithDefaults().IDBase
+	if pids := liveProcessesWithUIDs(base, base+65536); len(pids) > 0 {
+		t.Fatalf("sandbox processes outlived the server: %v", pids)
+	}
+}
+
+// liveProcessesWithUIDs lists live (not zombie) processes whose uid is in
+// [lo, hi).
+func liveProcessesWithUIDs(lo, hi uint32) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		var uid uint64
+		zombie := false
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if len(f) > 1 && f[0] == "Uid:" {
+				uid, _ = strconv.ParseUint(f[1], 10, 32)
+			}
+			if len(f) > 1 && f[0] == "State:" && f[1] == "Z" {
+				zombie = true
+			}
+		}
+		if !zombie && uint32(uid) >= lo && uint32(uid) < hi {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestServeJobReplayAcrossRestart stores a job, restarts the server on the
+// same data dir, and gets the stored result back without a second run.
+func TestServeJobReplayAcrossRestart(t *testing.T) {
+	bin := boxerBin(t)
+	state, data := stateDir(t), t.TempDir()
+	// A random number: a second run would print another one.
+	body := `{"job_id": "replay-1", "files": {"main.py": "import random\nprint(random.random())"}}`
+	s := startServe(t, bin, state, data)
+	code, _, first := s.post("/v1/run-python", body)
+	if code != 200 || first["job_id"] != "replay-1" {
+		t.Fatalf("%d %v", code, first)
+	}
+	s.stop()
+
+	s = startServe(t, bin, state, data)
+	code, _, again := s.post("/v1/run-python", body)
+	if code != 200 || again["stdout"] != first["stdout"] {
+		t.Fatalf("replay after restart: %d stdout %v, first run printed %v", code, again["stdout"], first["stdout"])
+	}
+	code, _, got := s.get("/v1/jobs/replay-1")
+	if code != 200 || got["stdout"] != first["stdout"] {
+		t.Fatalf("GET /v1/jobs: %d %v", code, got)
+	}
+	code, _, m := s.post("/v1/run-python", `{"job_id": "replay-1", "files": {"main.py": "print(2)"}}`)
+	if code != 409 || field(m, "error", "code") != "job_id_conflict" {
+		t.Fatalf("conflict: %d %v", code, m)
+	}
+	if code, _, _ := s.get("/v1/jobs/never-ran"); code != 404 {
+		t.Fatalf("unknown job: %d", code)
+	}
+}
+
+// TestServeRefusesIncompleteConfig: payments switched on without a payee
+// or facilitator must stop the start with a clear message, not serve free.
+func TestServeRefusesIncompleteConfig(t *testing.T) {
+	bin := boxerBin(t)
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--state-dir", stateDir(t), "--data-dir", t.TempDir(), "--payments", "x402")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "pay") {
+		t.Fatalf("serve started with an incomplete payment config: %v\n%s", err, out)
+	}
+}
