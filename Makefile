@@ -14,8 +14,12 @@ run: setup build
 	./$(BIN) serve
 
 # Set up the host and run every check and test. The sandbox tests run real
-# sandboxes and need root.
-test: setup vet
+# sandboxes and need root; the x402 test has the protocol's official client
+# pay the real server on a local chain.
+test:
+	./scripts/setup.sh --test
+	$(MAKE) vet
+	./test/x402e2e/run.sh
 	go test -count=1 -timeout 20m ./...
 
 vet:

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs boxer's x402 end-to-end test: installs the pinned npm packages
-# (npm ci), builds the stand-in server unless BOXER_E2E_SERVER_CMD names
-# another one, and runs the harness. Loopback only, bounded in time; exits
-# non-zero on any failure and ends with "N passed, M failed".
+# (npm ci), builds boxer, and runs the harness, in which the official x402
+# client pays the real `boxer serve` through the official facilitator on a
+# local chain. Loopback only, bounded in time; exits non-zero on any
+# failure and ends with "N passed, M failed". Needs root (boxer does).
 #
 #   test/x402e2e/run.sh
-#   BOXER_E2E_SERVER_CMD='/path/to/boxer serve --listen {addr}' test/x402e2e/run.sh
+#   BOXER_E2E_SERVER_CMD='/path/to/boxer serve --addr {addr} ...' test/x402e2e/run.sh
 #
 # The server command may use {addr} {facilitator} {payTo} {network} {asset};
 # the same values are in its environment as BOXER_LISTEN, BOXER_PAYMENTS,
@@ -25,8 +26,10 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 server_cmd="${BOXER_E2E_SERVER_CMD:-}"
 if [ -z "$server_cmd" ]; then
-	(cd "$root" && timeout 300 go build -o "$tmp/fakeserver" ./test/x402e2e/fakeserver)
-	server_cmd="$tmp/fakeserver --listen {addr}"
+	(cd "$root" && timeout 300 go build -o "$tmp/boxer" ./cmd/boxer)
+	state="/run/boxer-x402e2e-$$"
+	trap 'rm -rf "$tmp" "$state"' EXIT
+	server_cmd="$tmp/boxer serve --addr {addr} --payments x402 --x402-pay-to {payTo} --x402-facilitator-url {facilitator} --x402-network {network} --x402-asset {asset} --state-dir $state --data-dir $tmp/data --pool-preimport ''"
 fi
 
 timeout 300 node harness.mjs --server-cmd "$server_cmd" --timeout-ms 240000
