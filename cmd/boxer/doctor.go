@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,16 +24,9 @@ when it cannot. It runs a real sandbox and inspects it from the inside.
 `
 
 func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, doctorUsage); fs.PrintDefaults() }
-	ef := &envFlags{fs: fs}
+	ef := newEnvFlags("doctor", doctorUsage, stderr)
 	cfg := engineFlags(ef)
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if err := errors.Join(ef.errs...); err != nil {
-		fmt.Fprintln(stderr, "boxer:", err)
+	if !ef.parse(args) {
 		return 2
 	}
 	checks := hostChecks(cfg)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +18,27 @@ import (
 type envFlags struct {
 	fs   *flag.FlagSet
 	errs []error
+}
+
+// newEnvFlags is a flag set for command name, with its usage text.
+func newEnvFlags(name, usage string, stderr io.Writer) *envFlags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	return &envFlags{fs: fs}
+}
+
+// parse parses args and checks the BOXER_* variables read on the way; on
+// a problem it reports it and returns false (the caller exits 2).
+func (e *envFlags) parse(args []string) bool {
+	if err := e.fs.Parse(args); err != nil {
+		return false
+	}
+	if err := errors.Join(e.errs...); err != nil {
+		fmt.Fprintln(e.fs.Output(), "boxer "+e.fs.Name()+":", err)
+		return false
+	}
+	return true
 }
 
 func (e *envFlags) lookup(env string) (string, bool) {

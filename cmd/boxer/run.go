@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,9 +24,8 @@ arguments, prints its stdout and stderr, and exits with its exit code
 `
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, runUsage); fs.PrintDefaults() }
+	ef := newEnvFlags("run", runUsage, stderr)
+	fs := ef.fs
 	def := boxer.DefaultLimits()
 	timeout := fs.Duration("timeout", def.WallTime, "wall-clock limit")
 	memory := byteSize(def.MemoryBytes)
@@ -39,13 +37,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&artifacts, "artifact", "work-dir path to bring back after the run; repeatable")
 	outDir := fs.String("out", ".", "where artifacts are written")
 	asJSON := fs.Bool("json", false, "print the full result as JSON instead of the program's output")
-	ef := &envFlags{fs: fs}
 	cfg := engineFlags(ef)
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if err := errors.Join(ef.errs...); err != nil {
-		fmt.Fprintln(stderr, "boxer:", err)
+	if !ef.parse(args) {
 		return 2
 	}
 	if fs.NArg() < 1 {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -50,9 +49,8 @@ type serveConfig struct {
 	PriceRun      string
 }
 
-func serveFlags(fs *flag.FlagSet) (*serveConfig, *envFlags) {
+func serveFlags(ef *envFlags) *serveConfig {
 	c := &serveConfig{API: api.Config{}, Payments: x402.DefaultConfig()}
-	ef := &envFlags{fs: fs}
 	ef.str(&c.Addr, "addr", "BOXER_ADDR", "127.0.0.1:8080", "address to listen on")
 	ef.str(&c.DataDir, "data-dir", "BOXER_DATA_DIR", "boxer-data", "directory for the database (job records, health figures, used payments)")
 	ef.str(&c.LogLevel, "log-level", "BOXER_LOG_LEVEL", "info", "debug, info, warn or error")
@@ -100,19 +98,13 @@ func serveFlags(fs *flag.FlagSet) (*serveConfig, *envFlags) {
 	ef.str(&p.PublicURL, "x402-public-url", "BOXER_X402_PUBLIC_URL", "", "externally visible base URL; default: derived from each request")
 	ef.str(&c.PriceExec, "x402-price-exec", "BOXER_X402_PRICE_EXEC", "0.02", "USD per /v1/exec call")
 	ef.str(&c.PriceRun, "x402-price-run-python", "BOXER_X402_PRICE_RUN_PYTHON", "0.01", "USD per /v1/run-python call")
-	return c, ef
+	return c
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, serveUsage); fs.PrintDefaults() }
-	cfg, ef := serveFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if err := errors.Join(ef.errs...); err != nil {
-		fmt.Fprintln(stderr, "boxer serve:", err)
+	ef := newEnvFlags("serve", serveUsage, stderr)
+	cfg := serveFlags(ef)
+	if !ef.parse(args) {
 		return 2
 	}
 	var level slog.Level
