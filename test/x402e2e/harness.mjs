@@ -177,6 +177,9 @@ async function main() {
     eq(await token.balanceOf(payTo) - before.to, PRICE, 'payTo balance rise');
     eq(before.from - await token.balanceOf(payer.address), PRICE, 'payer balance fall');
     if (before.calls !== null) eq(await handlerCalls(), before.calls + 1, 'handler runs');
+    // The payer counts in the server's health record (uniquePayers30d).
+    const health = await (await fetch(`${server.url}/v1/health`)).json();
+    if (typeof health.uniquePayers30d === 'number') eq(health.uniquePayers30d, 1, 'uniquePayers30d');
     // The facilitator was sent the server's own requirements.
     const verify = fac.calls.find((c) => c.op === 'verify');
     eq(verify?.body?.paymentRequirements?.amount, '20000', 'requirements sent to /verify');
