@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,9 +74,10 @@ func (s *Server) handleRunPython(w http.ResponseWriter, r *http.Request) {
 		jobID = "job_" + rand.Text()
 	}
 	hash := req.hash()
+	key := s.jobKey(r, jobID)
 
 	for {
-		f, owner := s.inflight.enter(jobID, hash)
+		f, owner := s.inflight.enter(key, hash)
 		if !owner {
 			if f.hash != hash {
 				s.writeError(w, r, conflict(jobID))
@@ -92,25 +94,35 @@ func (s *Server) handleRunPython(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		s.claimAndRun(w, r, req, jobID, hash, f)
+		s.claimAndRun(w, r, req, jobID, key, hash, f)
 		return
 	}
 }
 
+// jobKey is where a job_id is kept. With payments on, each payer has job
+// ids of their own: one payer's job_id never returns another's paid
+// result, nor conflicts with it.
+func (s *Server) jobKey(r *http.Request, jobID string) string {
+	if payer := stateOf(r).payer; payer != "" {
+		return strings.ToLower(payer) + "/" + jobID // a job_id has no "/"
+	}
+	return jobID
+}
+
 // claimAndRun runs the job if the store lets this request claim it, or sends
 // what the store has. The caller owns jobID's flight; claimAndRun ends it.
-func (s *Server) claimAndRun(w http.ResponseWriter, r *http.Request, req *runRequest, jobID, hash string, f *flight) {
-	defer s.inflight.leave(jobID, f)
+func (s *Server) claimAndRun(w http.ResponseWriter, r *http.Request, req *runRequest, jobID, key, hash string, f *flight) {
+	defer s.inflight.leave(key, f)
 
-	rec, claimed, err := s.deps.Store.Claim(r.Context(), jobID, hash)
+	rec, claimed, err := s.deps.Store.Claim(r.Context(), key, hash)
 	if err == nil && !claimed && rec.State == store.JobRunning {
 		// Running, yet this process has no flight for it, and the store
 		// is this process's alone (store.Open locks it): the claim was
 		// left by a run that never released it. Take it over.
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "taking over a stale job claim",
 			slog.String("request_id", stateOf(r).id), slog.String("job_id", jobID))
-		s.releaseJob(r, jobID)
-		rec, claimed, err = s.deps.Store.Claim(r.Context(), jobID, hash)
+		s.releaseJob(r, key)
+		rec, claimed, err = s.deps.Store.Claim(r.Context(), key, hash)
 	}
 	switch {
 	case errors.Is(err, store.ErrJobConflict):
@@ -136,7 +148,7 @@ func (s *Server) claimAndRun(w http.ResponseWriter, r *http.Request, req *runReq
 	stored := false
 	defer func() {
 		if !stored {
-			s.releaseJob(r, jobID)
+			s.releaseJob(r, key)
 		}
 	}()
 	res, e := s.run(r, req.job(s.cfg.RunLimits))
@@ -153,7 +165,7 @@ func (s *Server) claimAndRun(w http.ResponseWriter, r *http.Request, req *runReq
 	// so that its retry gets this result instead of a second run.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
-	if err := s.deps.Store.Finish(ctx, jobID, resp); err != nil {
+	if err := s.deps.Store.Finish(ctx, key, resp); err != nil {
 		// The caller still gets its result; a retry would run again.
 		s.log.LogAttrs(r.Context(), slog.LevelError, "store job result", slog.String("request_id", stateOf(r).id),
 			slog.String("job_id", jobID), slog.String("error", err.Error()))
@@ -180,6 +192,14 @@ func conflict(jobID string) *boxer.Error {
 // job (the same bytes its POST returned), 202 while it runs, 404 otherwise.
 func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) {
 	jobID := r.PathValue("job_id")
+	if s.deps.Payment != nil {
+		// A paid result is the payer's: a GET carries no payer to check,
+		// so it is not served. Replaying the POST with the same job_id
+		// returns the stored result without running again.
+		s.writeError(w, r, boxer.Errorf(boxer.ECodeNotFound,
+			"job records are not served by GET when payments are on; POST /v1/run-python again with the same job_id to get the stored result"))
+		return
+	}
 	if why := checkJobID(jobID); why != "" {
 		s.writeError(w, r, boxer.Errorf(boxer.ECodeNotFound, "no job %q: a job_id %s", jobID, why))
 		return
