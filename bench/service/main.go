@@ -131,15 +131,16 @@ func run() error {
 	// Throughput, with the machine's CPU time per request on each side.
 	cpu0 := machineCPU()
 	bareRate, bareCount := bareThroughput(min(*duration, 20*time.Second))
-	cpu1 := machineCPU()
+	cpu1, srv1 := machineCPU(), processCPU(srv.cmd.Process.Pid)
 	rate, errs, count, err := srv.throughput(*concurrency, *duration)
 	if err != nil {
 		return err
 	}
-	cpu2 := machineCPU()
+	cpu2, srv2 := machineCPU(), processCPU(srv.cmd.Process.Pid)
 	fmt.Printf("\nthroughput, print(2+2), %v                  CPU per run\n", *duration)
 	fmt.Printf("  bare python3 -c on %d cores      %7.1f/s   %s\n", runtime.NumCPU(), bareRate, ms((cpu1-cpu0)/time.Duration(max(bareCount, 1))))
 	fmt.Printf("  POST /v1/exec, concurrency %-3d  %7.1f/s   %s, %d errors\n", *concurrency, rate, ms((cpu2-cpu1)/time.Duration(max(count, 1))), errs)
+	fmt.Printf("    of which the boxer process             %s (the rest: sandboxes, zygote, kernel)\n", ms((srv2-srv1)/time.Duration(max(count, 1))))
 	report("rate / bare rate", rate/bareRate, 2.0, false)
 	report("errors", float64(errs), 0, true)
 
@@ -317,6 +318,16 @@ func bareThroughput(d time.Duration) (float64, int64) {
 	}
 	wg.Wait()
 	return float64(count.Load()) / time.Since(start).Seconds(), count.Load()
+}
+
+// processCPU is the user and system CPU time of one process.
+func processCPU(pid int) time.Duration {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	u, _ := strconv.ParseInt(f[11], 10, 64) // utime, field 14 of stat
+	k, _ := strconv.ParseInt(f[12], 10, 64) // stime, field 15
+	return time.Duration(u+k) * 10 * time.Millisecond
 }
 
 // machineCPU is the CPU time every core has spent busy (user, nice,
