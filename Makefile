@@ -1,5 +1,5 @@
 # The two entry points of the README. Both set up the host first.
-.PHONY: setup build run test vet
+.PHONY: setup build run test vet fuzz
 
 BIN := bin/boxer
 
@@ -20,9 +20,20 @@ test:
 	./scripts/setup.sh --test
 	$(MAKE) vet
 	./test/x402e2e/run.sh
+	$(MAKE) fuzz
 	go test -count=1 -timeout 20m ./...
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
+
+# Each fuzz target for FUZZTIME (CI: 10s each). For a long run:
+#   make fuzz FUZZTIME=30m
+FUZZTIME ?= 10s
+fuzz:
+	go test -run '^$$' -fuzz '^FuzzCheckRelPath$$' -fuzztime $(FUZZTIME) .
+	go test -run '^$$' -fuzz '^FuzzParseJSON$$' -fuzztime $(FUZZTIME) ./internal/api
+	go test -run '^$$' -fuzz '^FuzzDecodeExec$$' -fuzztime $(FUZZTIME) ./internal/api
+	go test -run '^$$' -fuzz '^FuzzDecodeRunPython$$' -fuzztime $(FUZZTIME) ./internal/api
+	go test -run '^$$' -fuzz '^FuzzDecodePaymentHeader$$' -fuzztime $(FUZZTIME) ./internal/x402
