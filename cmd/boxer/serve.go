@@ -60,7 +60,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 
 	ef.integer(&c.Pool.Min, "pool-min", "BOXER_POOL_MIN", 2, "warm sandboxes kept ready when idle; 0 turns the warm pool off")
 	ef.integer(&c.Pool.Max, "pool-max", "BOXER_POOL_MAX", 16, "most warm sandboxes at once, ready or running")
-	ef.list(&c.Pool.PreImports, "pool-preimport", "BOXER_POOL_PREIMPORT", "numpy,pandas", "modules imported once and shared by every warm run")
+	ef.list(&c.Pool.PreImports, "pool-preimport", "BOXER_POOL_PREIMPORT", "numpy,pandas,matplotlib.pyplot", "modules imported once and shared by every warm run (and matplotlib's font cache built once)")
 	ef.bytes(&c.Pool.ZygoteMemoryBytes, "pool-zygote-memory", "BOXER_POOL_ZYGOTE_MEMORY", 1<<30, "memory limit of the warm pool's zygote (its pre-imports)")
 
 	a := &c.API
