@@ -82,16 +82,25 @@ func exitsOf(reports <-chan nsinit.Report) <-chan uint32 {
 	return ch
 }
 
+// killWait bounds how long awaitEnd waits for the end of a program it
+// killed; past it the sandbox is broken, and the run ends without a status.
+const killWait = 10 * time.Second
+
 // awaitEnd blocks until the program ends (a wait status arrives on exits,
 // or exits closes because the sandbox died), the wall-clock limit passes or
-// ctx is done; in the last two cases it kills and keeps waiting for exits.
+// ctx is done; in the last two cases it kills and keeps waiting for exits,
+// for at most killWait.
 func awaitEnd(ctx context.Context, limit time.Duration, exits <-chan uint32, kill func()) outcome {
 	timer := time.NewTimer(limit)
 	defer timer.Stop()
 	var out outcome
 	done := ctx.Done()
+	var gaveUp <-chan time.Time
 	for {
 		select {
+		case <-gaveUp:
+			out.initFailed = fmt.Sprintf("no end reported within %v of the kill", killWait)
+			return out
 		case ws, ok := <-exits:
 			if !ok {
 				if !out.exited && !out.timedOut && !out.cancelled {
@@ -104,10 +113,14 @@ func awaitEnd(ctx context.Context, limit time.Duration, exits <-chan uint32, kil
 		case <-timer.C:
 			out.timedOut = true
 			kill()
+			gaveUp = time.After(killWait)
 		case <-done:
 			out.cancelled = true
 			done = nil
 			kill()
+			if gaveUp == nil {
+				gaveUp = time.After(killWait)
+			}
 		}
 	}
 }

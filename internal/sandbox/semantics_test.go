@@ -48,6 +48,9 @@ print("flags", sys.flags)
 				"threading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()\nprint('main')\n")}, ""},
 		{"keyboard interrupt", []string{"python", "-c", "raise KeyboardInterrupt"}, nil, ""},
 		{"stdout closed", []string{"python", "-c", "import sys; sys.stdout.close()"}, nil, ""},
+		// The same descriptors: nothing of boxer's or the zygote's is open.
+		{"open descriptors", []string{"python", "-c", "import os; print(sorted(os.listdir('/proc/self/fd')))"}, nil, ""},
+		{"session and group", []string{"python", "-c", "import os; print(os.getsid(0) == os.getpgid(0) == os.getpid())"}, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got [2]*boxer.Result

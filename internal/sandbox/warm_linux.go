@@ -142,6 +142,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 		return nil, fmt.Errorf("warm child setup failed: %s", ready.Msg)
 	}
 	w.work = ready.fds[0]
+	_ = w.conn.SetReadDeadline(time.Time{})
 	for _, ns := range []string{"net", "ipc", "mnt"} {
 		fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/%s", pid, ns), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -174,6 +175,16 @@ func (w *Warm) recv(ctx context.Context) (childMsg, error) {
 		deadline = d
 	}
 	_ = w.conn.SetReadDeadline(deadline)
+	// A dead zygote takes the child with it; do not wait out the deadline.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-w.z.dead:
+			_ = w.conn.SetReadDeadline(time.Now())
+		case <-stop:
+		}
+	}()
 	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(unix.SizeofUcred)+unix.CmsgSpace(4*4))
 	n, oobn, _, _, err := w.conn.ReadMsgUnix(buf, oob)
 	var m childMsg
@@ -246,8 +257,10 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form F
 	if err := w.send(msg); err != nil {
 		return nil, err
 	}
+	w.conn.Close() // the child closed its end too: caller code has no channel to boxer
+	w.conn = nil
 	started := time.Now()
-	out := awaitEnd(ctx, lim.WallTime, w.exits(), func() { _ = w.cg.Kill() })
+	out := awaitEnd(ctx, lim.WallTime, w.exit, func() { _ = w.cg.Kill() })
 	wall := time.Since(started)
 	// The child is gone; whatever it started goes too, before anything is
 	// read or reported.
@@ -255,71 +268,6 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form F
 		return nil, fmt.Errorf("kill warm child's processes: %w", err)
 	}
 	return finish(ctx, e, w.id, w.cg, w.work, io, job, out, wall)
-}
-
-// exits delivers the child's wait status as soon as it is known: from the
-// child's own report of its exit code, once its pidfd says it is dead, or
-// else from the zygote (which also tells deaths by signal). The zygote may
-// be busy forking when the child exits; the child's report is not.
-func (w *Warm) exits() <-chan uint32 {
-	out := make(chan uint32, 1)
-	reported := make(chan uint32, 1)
-	go func() {
-		// The last exit report wins: caller code holds the socket too and
-		// could send one before the child's own, final, report.
-		buf := make([]byte, 4096)
-		var code uint32
-		got := false
-		for {
-			n, err := w.conn.Read(buf)
-			if err != nil || n == 0 {
-				break
-			}
-			var m struct {
-				Op   string `json:"op"`
-				Code *int   `json:"code"`
-			}
-			if json.Unmarshal(buf[:n], &m) == nil && m.Op == "exit" && m.Code != nil && *m.Code >= 0 && *m.Code < 256 {
-				code, got = uint32(*m.Code)<<8, true
-			}
-		}
-		if got {
-			reported <- code
-		}
-	}()
-	go func() {
-		dead := make(chan struct{})
-		go func() {
-			fds := []unix.PollFd{{Fd: int32(w.pidfd), Events: unix.POLLIN}}
-			for {
-				if _, err := unix.Poll(fds, -1); err != unix.EINTR {
-					break
-				}
-			}
-			close(dead)
-		}()
-		select {
-		case ws, ok := <-w.exit:
-			if ok {
-				out <- ws
-			}
-			close(out)
-			return
-		case <-dead:
-		}
-		// Dead: its socket is at EOF now, so its report, if any, is in.
-		select {
-		case code := <-reported:
-			out <- code
-			close(out)
-		case ws, ok := <-w.exit:
-			if ok {
-				out <- ws
-			}
-			close(out)
-		}
-	}()
-	return out
 }
 
 func nonNil(s []string) []string {

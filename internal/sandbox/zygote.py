@@ -28,6 +28,7 @@ import gc
 import json
 import resource
 import select
+import signal
 import socket
 import struct
 
@@ -107,6 +108,12 @@ def _drop(uid, prog):
 def _child(req, fds, prog, drop):
     """Runs in the forked child. Never returns."""
     try:
+        # A session (and process group) of its own, first: sharing the
+        # zygote's would let a job orphan that group and have the kernel
+        # SIGHUP the zygote and every other job in it, and would let a job
+        # SIGCONT them.
+        os.setsid()
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         job_fd, stdin, stdout, stderr = fds
         CTRL.detach()  # fd 3 becomes the job socket; the control socket is the zygote's
         for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2), (job_fd, 3)):
@@ -125,12 +132,9 @@ def _child(req, fds, prog, drop):
         _drop(req["uid"], prog)
         _rehearse()
         job, _ = _recv(sock)
+        sock.close()  # caller code gets no channel to boxer
         if job is None:
             os._exit(0)  # discarded unused
-        # The socket stays open as fd 3, so the exit code reaches boxer
-        # before the process is torn down (see _finalize). Caller code can
-        # see it too; all it could do with it is misstate its own exit
-        # code, which it controls anyway.
         for res, cur, hard in job["rlimits"]:
             resource.setrlimit(res, (cur, hard))
         for name in drop:
@@ -259,14 +263,21 @@ def _finalize(code):
 
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
-    try:
-        os.write(3, b'{"op": "exit", "code": %d}' % code)
-    except OSError:
-        pass  # the caller's code closed fd 3: boxer waits for the zygote's report
     os._exit(code)
 
 
+def _reseed():
+    """Gives each child fresh random state where a pre-import keeps its own
+    (Python's random module reseeds itself after fork; numpy's legacy
+    global generator does not): two jobs must not share a stream."""
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed()
+
+
 def main():
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    os.register_at_fork(after_in_child=_reseed)
     drop = sorted(_OWN)
     prog = bytes.fromhex(_CONFIG[0])
     gc.collect()
@@ -293,6 +304,27 @@ def main():
                 os.close(fd)
                 _, status = os.waitpid(pid, 0)
                 _send(CTRL, {"op": "exited", "pid": pid, "status": status})
+        _reap_strays(children)
+
+
+def _reap_strays(children):
+    """Reaps children the zygote did not fork knowingly (a job can make
+    processes of its own the zygote's children), so that no zombie holds a
+    pid, a cgroup or a slot's process count."""
+    known = set(children.values())
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        if pid in known:  # reaped before its pidfd was read: report it now
+            for fd, p in list(children.items()):
+                if p == pid:
+                    del children[fd]
+                    os.close(fd)
+            _send(CTRL, {"op": "exited", "pid": pid, "status": status})
 
 
 CTRL = socket.socket(fileno=3)

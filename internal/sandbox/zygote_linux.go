@@ -212,9 +212,19 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	return z, nil
 }
 
-// read dispatches the zygote's messages until its socket closes.
+// read dispatches the zygote's messages until its socket closes. Then the
+// zygote is gone, and with it every child: each pending exit channel is
+// closed, so that no run waits for a status that will never come.
 func (z *Zygote) read() {
-	defer close(z.dead)
+	defer func() {
+		z.mu.Lock()
+		for pid, ch := range z.exits {
+			close(ch)
+			delete(z.exits, pid)
+		}
+		z.mu.Unlock()
+		close(z.dead)
+	}()
 	buf := make([]byte, 1<<16)
 	for {
 		n, err := z.ctrl.Read(buf)

@@ -62,7 +62,10 @@ func argRules() []Rule {
 		// sandbox's own walls, and a user namespace would hand the program
 		// a full capability set over it. The flags are argument 0 on both
 		// x86_64 and arm64 (only s390 swaps them with the stack).
-		{Nr: unix.SYS_CLONE, Checks: []Check{{Arg: 0, Op: AnyBits, Value: nsFlags, Action: eperm}}, Action: Allow},
+		// CLONE_PARENT too: it makes the new process a child of the
+		// caller's parent, which in a warm pool is the zygote, so a job
+		// could leave zombies that outlive it and pin its slot's pids.
+		{Nr: unix.SYS_CLONE, Checks: []Check{{Arg: 0, Op: AnyBits, Value: nsFlags | unix.CLONE_PARENT, Action: eperm}}, Action: Allow},
 		// clone3 passes its flags in memory, which seccomp cannot read.
 		// ENOSYS makes glibc (pthread_create, posix_spawn) and Python fall
 		// back to clone, whose flags the rule above does read.

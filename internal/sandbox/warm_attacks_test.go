@@ -1,0 +1,113 @@
+package sandbox
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"boxer"
+)
+
+// The orphaned-process-group attack: a job moves a stopped process into
+// its parent's process group and orphans it, so the kernel SIGHUPs and
+// SIGCONTs the whole group. Warm children have sessions of their own, so
+// the group is the job's alone: the zygote and a concurrent job survive.
+func TestWarmOrphanedGroupSIGHUP(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	attack := `
+import os, signal, time
+print(os.getsid(0) == os.getpid() == os.getpgid(0))
+group = os.getpgid(0)
+p = os.fork()
+if p == 0:
+    os.setpgid(0, 0)
+    x = os.fork()
+    if x == 0:
+        try: os.setpgid(0, group)
+        except OSError: pass
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        os.kill(os.getpid(), signal.SIGSTOP)
+        os._exit(0)
+    os.waitpid(x, os.WUNTRACED)
+    os._exit(0)
+os.waitpid(p, 0)
+time.sleep(0.5)
+`
+	victim := make(chan *boxer.Result, 1)
+	go func() {
+		victim <- runWarm(t, z, pyJob("import time; time.sleep(2); print('victim done')", boxer.Limits{WallTime: 20 * time.Second}))
+	}()
+	res := runWarm(t, z, pyJob(attack, boxer.Limits{WallTime: 5 * time.Second}))
+	if got := strings.TrimSpace(string(res.Stdout.Data)); got != "True" {
+		t.Fatalf("warm child is not a session leader: %q (stderr %s)", got, res.Stderr.Data)
+	}
+	select {
+	case <-z.Dead():
+		t.Fatal("the zygote died of the attack")
+	default:
+	}
+	if v := <-victim; v.Status != boxer.StatusOK || string(v.Stdout.Data) != "victim done\n" {
+		t.Fatalf("a concurrent job was hit: %s %q", v.Status, v.Stdout.Data)
+	}
+}
+
+// A zygote that dies while a job runs ends the run promptly (an internal
+// error), never a run that waits forever.
+func TestWarmRunEndsWhenZygoteDies(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	ctx := context.Background()
+	w, err := z.Prepare(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Destroy()
+	job := pyJob("open('started', 'w').close()\nimport time; time.sleep(60)", boxer.Limits{WallTime: time.Minute})
+	form, _ := e.WarmForm(job.Argv)
+	done := make(chan *boxer.Result, 1)
+	go func() {
+		res, err := w.Run(ctx, job, job.Limits.WithDefaults(e.cfg.Limits), form)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	waitForFile(t, w.work, "started")
+	z.Close()
+	select {
+	case res := <-done:
+		if res != nil && res.Status != boxer.StatusInternalError {
+			t.Fatalf("status %s after the zygote died", res.Status)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run did not end within 30 s of the zygote's death")
+	}
+}
+
+// CLONE_PARENT is refused, so a job cannot hand zombies to the zygote; and
+// two warm jobs never share numpy's random stream.
+func TestWarmNoStrayChildrenNoSharedRandomness(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z, err := e.StartZygote(context.Background(), ZygoteConfig{Slots: 4, PreImports: []string{"numpy"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	res := runWarm(t, z, pyJob(`
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.syscall(56, 0x8000 | 17, 0, 0, 0, 0)
+if r == 0: libc.syscall(60, 0)
+print(r, errno.errorcode.get(ctypes.get_errno()))`, boxer.Limits{}))
+	if got := string(res.Stdout.Data); got != "-1 EPERM\n" {
+		t.Fatalf("clone(CLONE_PARENT): %q %s", got, res.Stderr.Data)
+	}
+	draw := "import numpy; print(numpy.random.randint(0, 1 << 30, 3))"
+	a := runWarm(t, z, pyJob(draw, boxer.Limits{}))
+	b := runWarm(t, z, pyJob(draw, boxer.Limits{}))
+	if string(a.Stdout.Data) == string(b.Stdout.Data) {
+		t.Fatalf("two warm jobs drew the same numbers: %s", a.Stdout.Data)
+	}
+}
