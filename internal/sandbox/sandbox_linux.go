@@ -330,10 +330,9 @@ func resources(l boxer.Limits) cgroup.Resources {
 	return cgroup.Resources{CPUs: l.CPUs, MemoryBytes: l.MemoryBytes, Pids: l.Pids}
 }
 
-// backgroundWeight is the CPU weight of work done ahead of a job (the
-// zygote's forks, a warm child's set-up): a tenth of a job's, so that on
-// a busy host a running job gets the CPU first and refilling the pool
-// waits.
+// backgroundWeight is the CPU weight of a warm child's set-up, done ahead
+// of its job: a tenth of a job's, so that on a busy host a running job
+// gets the CPU first and refilling the pool waits.
 const backgroundWeight = 10
 
 func newID() string {

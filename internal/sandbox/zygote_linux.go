@@ -118,8 +118,10 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	lim.CPUs = float64(runtime.NumCPU())
 	lim.MemoryBytes = cfg.MemoryBytes
 	lim.Pids = 64 + cfg.Slots // a child counts here until boxer moves it to its own cgroup
+	// The zygote keeps the default CPU weight: it reports every warm job's
+	// exit, so a low weight would make a finished job wait behind a
+	// background fork starved by the jobs themselves.
 	sb, err := e.prepareWith(ctx, lim, ids, prepareOpts{
-		weight:  backgroundWeight,
 		extraFD: childEnd,
 		files: []nsinit.File{
 			{Path: "/etc/passwd", Mode: 0o644, Content: passwd(cfg.Slots)},
