@@ -74,11 +74,17 @@ func New(ctx context.Context, eng *sandbox.Engine, cfg Config, log *slog.Logger)
 }
 
 func (p *Pool) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
-	return p.eng.StartZygote(ctx, sandbox.ZygoteConfig{
+	t := time.Now()
+	z, err := p.eng.StartZygote(ctx, sandbox.ZygoteConfig{
 		PreImports:  p.cfg.PreImports,
 		Slots:       p.cfg.Max,
 		MemoryBytes: p.cfg.ZygoteMemoryBytes,
 	})
+	if err == nil {
+		p.log.Info("warm pool zygote ready", "preimports", p.cfg.PreImports,
+			"modules_loaded", len(z.Preimported), "took", time.Since(t).Round(time.Millisecond))
+	}
+	return z, err
 }
 
 // Enabled reports whether jobs may run warm.
