@@ -1,5 +1,5 @@
 # The two entry points of the README. Both set up the host first.
-.PHONY: setup build run test vet fuzz
+.PHONY: setup build run test vet fuzz soak
 
 BIN := bin/boxer
 
@@ -21,12 +21,19 @@ test:
 	$(MAKE) vet
 	./test/x402e2e/run.sh
 	$(MAKE) fuzz
+	go run ./bench/soak -n $(SOAK_N) -c $(SOAK_C)
 	go test -count=1 -timeout 20m ./...
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
+
+# The soak at CI size; the full one: make soak SOAK_N=10000 SOAK_C=32
+SOAK_N ?= 90
+SOAK_C ?= 8
+soak:
+	go run ./bench/soak -n $(SOAK_N) -c $(SOAK_C)
 
 # Each fuzz target for FUZZTIME (CI: 10s each). For a long run:
 #   make fuzz FUZZTIME=30m

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"sync"
 	"time"
 
 	"boxer/internal/api"
@@ -184,10 +186,11 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("payments: %w", err)
 	}
 	reg := prometheus.NewRegistry()
-	metrics, err := prommetrics.New(reg)
+	prom, err := prommetrics.New(reg)
 	if err != nil {
 		return err
 	}
+	metrics := &idleRelease{Metrics: prom}
 	deps := api.Deps{
 		Runner:        m.pool,
 		Store:         m.store,
@@ -224,6 +227,30 @@ func (m *Main) Run(ctx context.Context) error {
 		"python", m.engine.Runtime().Version, "cgroup", m.engine.CgroupVersion().String(),
 		"pool_min", c.Pool.Min, "preimports", c.Pool.PreImports, "payments", c.Payments.Mode)
 	return nil
+}
+
+// idleRelease passes measurements on, and gives the Go heap's freed pages
+// back to the OS a little after the service goes idle. A burst (output
+// floods, many responses in flight) grows the heap; the runtime would
+// return the pages only slowly, and on a sandbox host memory is for the
+// sandboxes.
+type idleRelease struct {
+	api.Metrics
+	mu    sync.Mutex
+	timer *time.Timer
+}
+
+func (m *idleRelease) SetRuns(running, queued int) {
+	m.Metrics.SetRuns(running, queued)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.timer != nil {
+		m.timer.Stop()
+		m.timer = nil
+	}
+	if running == 0 && queued == 0 {
+		m.timer = time.AfterFunc(2*time.Second, debug.FreeOSMemory)
+	}
 }
 
 // selfTest refuses to serve with weaker isolation than configured.

@@ -195,6 +195,15 @@ func (p *Pool) refill() {
 			continue
 		default:
 		}
+		// Shrink back to the target after a burst: each ready child holds
+		// a process, a cgroup and descriptors for nothing.
+		for len(p.ready) > p.target() {
+			select {
+			case w := <-p.ready:
+				w.Destroy()
+			default:
+			}
+		}
 		if len(p.ready) >= p.target() {
 			select {
 			case <-p.stop:

@@ -86,6 +86,9 @@ func Open(path string, opts ...Option) (_ *Store, retErr error) {
 	}()
 	db.SetMaxOpenConns(maxOpenConns)
 	db.SetMaxIdleConns(maxOpenConns)
+	// Connections a burst opened close once idle: an idle server holds one
+	// or two descriptors on the database, not the burst's four pairs.
+	db.SetConnMaxIdleTime(10 * time.Second)
 	s.db = db
 
 	ctx := context.Background()

@@ -1,0 +1,353 @@
+// Command soak sends N mixed requests at concurrency C to a real boxer
+// server and then checks that nothing was lost or leaked (issue 6):
+//
+//   - every response is well formed and has the outcome its request must
+//     have (ok, nonzero exit, timeout, OOM, a fork bomb held at the pids
+//     limit, an output flood truncated, refused bad input);
+//   - afterwards no sandbox process, cgroup, mount or run directory is left
+//     beyond what the idle warm pool holds, the server's open descriptors
+//     are back where they started, and its RSS is within 10% of its start.
+//
+// It builds cmd/boxer, starts it on a free loopback port with its own state
+// and data dirs, prints the figures, and exits 1 on any failure. Root.
+//
+//	go run ./bench/soak -n 10000 -c 32
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"boxer/internal/sandbox"
+)
+
+var (
+	total       = flag.Int("n", 10000, "requests")
+	concurrency = flag.Int("c", 32, "requests in flight")
+)
+
+// kind is one sort of request and the outcome it must get.
+type kind struct {
+	name  string
+	path  string
+	body  string
+	check func(code int, m map[string]any) error
+}
+
+func result(m map[string]any, key string) any {
+	if r, ok := m["result"].(map[string]any); ok {
+		return r[key]
+	}
+	return m[key]
+}
+
+func want(cond bool, format string, args ...any) error {
+	if cond {
+		return nil
+	}
+	return fmt.Errorf(format, args...)
+}
+
+var kinds = []kind{
+	{"ok", "/v1/exec", `{"code": "print(2 + 2)"}`, func(c int, m map[string]any) error {
+		return want(c == 200 && result(m, "stdout") == "4\n", "ok: %d %v", c, m)
+	}},
+	{"exception", "/v1/exec", `{"code": "raise ValueError('x')"}`, func(c int, m map[string]any) error {
+		return want(c == 200 && result(m, "exitCode") == 1.0 && strings.Contains(fmt.Sprint(result(m, "stderr")), "ValueError"), "exception: %d %v", c, m)
+	}},
+	{"timeout", "/v1/run-python", `{"files": {"main.py": "import time\nprint('t', flush=True)\ntime.sleep(30)"}, "timeout_seconds": 1}`, func(c int, m map[string]any) error {
+		return want(c == 200 && m["timed_out"] == true && m["stdout"] == "t\n", "timeout: %d %v", c, m)
+	}},
+	{"oom", "/v1/run-python", `{"files": {"main.py": "x = []\nwhile True: x.append(bytearray(1 << 20))"}, "memory_mb": 64}`, func(c int, m map[string]any) error {
+		return want(c == 200 && m["oom_killed"] == true, "oom: %d %v", c, m)
+	}},
+	// A fork bomb is held either way: stopped at the pids limit, or (on a
+	// busy host, before it gets there) at its time limit.
+	{"fork bomb", "/v1/run-python", `{"files": {"main.py": "import os\nn = 0\ntry:\n  while True:\n    if os.fork() == 0:\n      import time; time.sleep(30)\n    n += 1\nexcept OSError:\n  print('held', n < 200)"}, "timeout_seconds": 10}`, func(c int, m map[string]any) error {
+		return want(c == 200 && (m["stdout"] == "held True\n" || m["timed_out"] == true), "fork bomb: %d %v", c, m)
+	}},
+	{"output flood", "/v1/exec", `{"code": "import sys\nsys.stdout.write('x' * (3 << 20))"}`, func(c int, m map[string]any) error {
+		return want(c == 200 && result(m, "stdoutTruncated") == true, "flood: %d truncated=%v", c, result(m, "stdoutTruncated"))
+	}},
+	{"files and artifact", "/v1/run-python", `{"files": {"main.py": "open('out.txt', 'w').write(open('in.txt').read().upper())", "in.txt": "abc"}, "artifact_paths": ["out.txt"]}`, func(c int, m map[string]any) error {
+		arts, _ := m["artifacts"].([]any)
+		ok := c == 200 && len(arts) == 1 && arts[0].(map[string]any)["content"] == "ABC"
+		return want(ok, "artifact: %d %v", c, m)
+	}},
+	{"bad json", "/v1/exec", `{"code": `, func(c int, m map[string]any) error {
+		return want(c == 400 && m["success"] == false, "bad json: %d %v", c, m)
+	}},
+	{"bad field", "/v1/run-python", `{"files": {"../x.py": "print(1)"}}`, func(c int, m map[string]any) error {
+		return want(c == 400 && m["success"] == false, "bad path: %d %v", c, m)
+	}},
+}
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "soak: FAILED:", err)
+		os.Exit(1)
+	}
+	fmt.Println("soak: passed")
+}
+
+func run() error {
+	tmp, err := os.MkdirTemp("", "boxer-soak-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "boxer")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/boxer").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	state := filepath.Join("/run", "boxer-soak-"+strconv.Itoa(os.Getpid()))
+	defer os.RemoveAll(state)
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(tmp, "data"), "--state-dir", state,
+		"--slots", strconv.Itoa(runtime.NumCPU()), "--queue", strconv.Itoa(*concurrency*2), "--queue-timeout", "5m",
+		"--pool-min", "2", "--pool-max", "8")
+	url, err := start(cmd)
+	if err != nil {
+		return err
+	}
+	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency}, Timeout: 5 * time.Minute}
+	// Warm up with every kind once (one-time allocations belong in the
+	// baseline), let the pool settle, then take the baseline.
+	for _, k := range kinds {
+		post(client, url, k)
+	}
+	for range 5 {
+		post(client, url, kinds[0])
+	}
+	client.CloseIdleConnections()
+	time.Sleep(3 * time.Second) // the pool refills, the server frees its burst
+	ids := sandbox.Config{StateDir: state}.WithDefaults()
+	before := snapshot(pid, state, ids)
+	fmt.Printf("soak: %d requests, concurrency %d, %d kinds; baseline %s\n", *total, *concurrency, len(kinds), before)
+
+	var next, failed atomic.Int64
+	var mu sync.Mutex
+	var failures []string
+	perKind := make([]atomic.Int64, len(kinds))
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for range *concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(*total) {
+					return
+				}
+				k := kinds[i%int64(len(kinds))]
+				code, m, err := post(client, url, k)
+				if err == nil {
+					err = k.check(code, m)
+				}
+				perKind[i%int64(len(kinds))].Add(1)
+				if err != nil {
+					failed.Add(1)
+					mu.Lock()
+					if len(failures) < 10 {
+						failures = append(failures, k.name+": "+trim(err.Error()))
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(t0)
+	fmt.Printf("soak: %d requests in %v (%.1f/s), %d wrong\n", *total, elapsed.Round(time.Millisecond), float64(*total)/elapsed.Seconds(), failed.Load())
+	for _, f := range failures {
+		fmt.Println("  ", f)
+	}
+
+	// After the load: drop the client's idle connections (each holds a
+	// server descriptor), let the pool settle and spent sandboxes go, then
+	// compare with the baseline.
+	client.CloseIdleConnections()
+	var after footprint
+	settle := time.Now().Add(60 * time.Second)
+	for {
+		time.Sleep(time.Second)
+		after = snapshot(pid, state, ids)
+		if after.leaksVs(before) == nil || time.Now().After(settle) {
+			break
+		}
+	}
+	fmt.Printf("soak: after %s\n", after)
+	return errors.Join(want(failed.Load() == 0, "%d responses had the wrong outcome", failed.Load()), after.leaksVs(before))
+}
+
+// footprint is what the server and its sandboxes hold on the host.
+type footprint struct {
+	procs, cgroups, mounts, runDirs, fds int
+	rss                                  int64
+	fdTargets                            map[string]int // what the server's descriptors point at
+}
+
+func (s footprint) String() string {
+	return fmt.Sprintf("sandbox processes %d, cgroups %d, mounts %d, run dirs %d, server fds %d, server RSS %.1f MiB",
+		s.procs, s.cgroups, s.mounts, s.runDirs, s.fds, float64(s.rss)/(1<<20))
+}
+
+// leaksVs compares with the baseline: the idle pool is the same size, so
+// everything but RSS (allowed 10%) must be back where it was.
+func (s footprint) leaksVs(b footprint) error {
+	var errs []error
+	for _, c := range []struct {
+		what      string
+		now, then int
+	}{{"sandbox processes", s.procs, b.procs}, {"cgroups", s.cgroups, b.cgroups}, {"mounts", s.mounts, b.mounts},
+		{"run dirs", s.runDirs, b.runDirs}, {"server fds", s.fds, b.fds}} {
+		if c.now > c.then {
+			errs = append(errs, fmt.Errorf("%s: %d after, %d before", c.what, c.now, c.then))
+		}
+	}
+	if s.fds > b.fds {
+		var extra []string
+		for t, n := range s.fdTargets {
+			if n > b.fdTargets[t] {
+				extra = append(extra, fmt.Sprintf("%s x%d", t, n-b.fdTargets[t]))
+			}
+		}
+		errs = append(errs, fmt.Errorf("new server descriptors: %v", extra))
+	}
+	if float64(s.rss) > 1.1*float64(b.rss) {
+		errs = append(errs, fmt.Errorf("server RSS %.1f MiB after, %.1f MiB before (over 10%%)", float64(s.rss)/(1<<20), float64(b.rss)/(1<<20)))
+	}
+	return errors.Join(errs...)
+}
+
+func snapshot(pid int, stateDir string, cfg sandbox.Config) footprint {
+	var s footprint
+	lo, hi := cfg.IDBase, cfg.IDBase+65536
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		var uid uint64
+		zombie := false
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if len(f) > 1 && f[0] == "Uid:" {
+				uid, _ = strconv.ParseUint(f[1], 10, 32)
+			}
+			if len(f) > 1 && f[0] == "State:" && f[1] == "Z" {
+				zombie = true
+			}
+		}
+		if !zombie && uint32(uid) >= lo && uint32(uid) < hi {
+			s.procs++
+		}
+	}
+	filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if d.Name() == cfg.CgroupName {
+			subs, _ := os.ReadDir(p)
+			for _, sub := range subs {
+				if sub.IsDir() {
+					s.cgroups++
+				}
+			}
+			return filepath.SkipDir
+		}
+		if strings.Count(p, "/") > 8 {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	s.mounts = strings.Count(string(mi), stateDir)
+	runs, _ := os.ReadDir(filepath.Join(stateDir, "runs"))
+	s.runDirs = len(runs)
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	s.fds = len(fds)
+	s.fdTargets = map[string]int{}
+	for _, fd := range fds {
+		t, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if i := strings.IndexByte(t, '['); i >= 0 { // socket:[123] -> socket
+			t = t[:i]
+		}
+		s.fdTargets[t]++
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			s.rss = kb << 10
+		}
+	}
+	return s
+}
+
+func start(cmd *exec.Cmd) (string, error) {
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		var l struct{ Msg, Addr string }
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "serving" {
+			go io.Copy(io.Discard, stderr)
+			return l.Addr, nil
+		}
+	}
+	cmd.Wait()
+	return "", errors.New("server exited before serving")
+}
+
+func post(c *http.Client, url string, k kind) (int, map[string]any, error) {
+	resp, err := c.Post(url+k.path, "application/json", bytes.NewReader([]byte(k.body)))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("%d: body is not JSON: %.200q", resp.StatusCode, b)
+	}
+	if resp.Header.Get("X-Request-Id") == "" {
+		return resp.StatusCode, m, errors.New("no X-Request-Id header")
+	}
+	return resp.StatusCode, m, nil
+}
+
+func trim(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "..."
+	}
+	return s
+}
