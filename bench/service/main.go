@@ -197,6 +197,7 @@ type server struct {
 	cmd    *exec.Cmd
 	url    string
 	client *http.Client
+	state  string // its state dir, removed when it stops
 }
 
 // startServer starts boxer serve on a free port and waits for its address.
@@ -221,7 +222,7 @@ func startServer(bin, tmp, name string, extra ...string) (*server, error) {
 		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
 			go io.Copy(io.Discard, stderr)
 			tr := &http.Transport{MaxIdleConnsPerHost: 64}
-			return &server{cmd: cmd, url: line.Addr, client: &http.Client{Transport: tr}}, nil
+			return &server{cmd: cmd, url: line.Addr, client: &http.Client{Transport: tr}, state: state}, nil
 		}
 	}
 	cmd.Wait()
@@ -231,6 +232,7 @@ func startServer(bin, tmp, name string, extra ...string) (*server, error) {
 func (s *server) stop() {
 	s.cmd.Process.Signal(os.Interrupt)
 	s.cmd.Wait()
+	os.RemoveAll(s.state)
 }
 
 // exec posts code to /v1/exec and returns the round trip.
