@@ -49,6 +49,7 @@ type serveConfig struct {
 	Payments      x402.Config
 	PriceExec     string
 	PriceRun      string
+	RotateAfter   int
 }
 
 func serveFlags(ef *envFlags) *serveConfig {
@@ -63,6 +64,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.integer(&c.Pool.Min, "pool-min", "BOXER_POOL_MIN", 2, "warm sandboxes kept ready when idle; 0 turns the warm pool off")
 	ef.integer(&c.Pool.Max, "pool-max", "BOXER_POOL_MAX", 16, "most warm sandboxes at once, ready or running")
 	ef.list(&c.Pool.PreImports, "pool-preimport", "BOXER_POOL_PREIMPORT", "numpy,pandas,matplotlib.pyplot", "modules imported once and shared by every warm run (and matplotlib's font cache built once)")
+	ef.integer(&c.RotateAfter, "pool-rotate-after", "BOXER_POOL_ROTATE_AFTER", 1000, "replace the warm pool's zygote after this many sandboxes (fresh hash seed, stack canary, address layout); 0: never")
 	ef.bytes(&c.Pool.ZygoteMemoryBytes, "pool-zygote-memory", "BOXER_POOL_ZYGOTE_MEMORY", 1<<30, "memory limit of the warm pool's zygote (its pre-imports)")
 
 	a := &c.API
@@ -160,6 +162,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := c.Payments.Validate(); err != nil {
 		return fmt.Errorf("payments: %w", err)
 	}
+	c.Pool.RotateAfter = int64(c.RotateAfter)
 	if err := c.Pool.Validate(); err != nil {
 		return err
 	}

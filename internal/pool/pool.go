@@ -22,6 +22,11 @@ type Config struct {
 	PreImports []string
 	// ZygoteMemoryBytes caps the zygote's own cgroup.
 	ZygoteMemoryBytes int64
+	// RotateAfter replaces the zygote after it has forked this many
+	// children (0: never). Every child of one zygote shares its hash
+	// seed, stack canary and address layout; a fresh zygote draws new
+	// ones. The old zygote stays until its last job is done.
+	RotateAfter int64
 }
 
 // Validate reports a configuration the pool cannot run with.
@@ -39,11 +44,12 @@ type Pool struct {
 	cfg Config
 	log *slog.Logger
 
-	ready  chan *sandbox.Warm // prepared children, at most Max
-	wake   chan struct{}      // nudges the refiller
-	stop   chan struct{}
-	closed sync.WaitGroup
-	spent  sync.WaitGroup // children being destroyed after their job
+	ready    chan *sandbox.Warm // prepared children, at most Max
+	wake     chan struct{}      // nudges the refiller
+	stop     chan struct{}
+	closed   sync.WaitGroup
+	spent    sync.WaitGroup // children being destroyed after their job
+	retiring sync.WaitGroup // rotated-out zygotes not yet closed
 
 	mu       sync.Mutex
 	zyg      *sandbox.Zygote // nil while (re)starting
@@ -195,6 +201,10 @@ func (p *Pool) refill() {
 			continue
 		default:
 		}
+		if p.cfg.RotateAfter > 0 && z.Forks() >= p.cfg.RotateAfter {
+			p.rotate(z)
+			continue
+		}
 		// Shrink back to the target after a burst: each ready child holds
 		// a process, a cgroup and descriptors for nothing.
 		for len(p.ready) > p.target() {
@@ -225,6 +235,32 @@ func (p *Pool) refill() {
 		}
 		p.ready <- w
 	}
+}
+
+// rotate starts a fresh zygote and retires old, which closes once its
+// running jobs are done. If the fresh one cannot start, old serves on and
+// rotation is tried again later.
+func (p *Pool) rotate(old *sandbox.Zygote) {
+	z, err := p.startZygote(context.Background())
+	if err != nil {
+		p.log.Error("rotate zygote: start a fresh one", "err", err)
+		select {
+		case <-p.stop:
+		case <-time.After(10 * time.Second):
+		}
+		return
+	}
+	p.mu.Lock()
+	p.zyg = z
+	p.mu.Unlock()
+	p.drain() // unused children of the old zygote
+	old.Retire()
+	p.retiring.Add(1)
+	go func() {
+		defer p.retiring.Done()
+		<-old.Closed()
+	}()
+	p.log.Info("zygote rotated", "after_forks", old.Forks())
 }
 
 // replaceZygote discards the children of a dead zygote and starts another.
@@ -282,6 +318,7 @@ func (p *Pool) Close() {
 	p.closed.Wait()
 	p.drain()
 	p.spent.Wait()
+	p.retiring.Wait()
 	p.mu.Lock()
 	if p.zyg != nil {
 		p.zyg.Close()

@@ -129,3 +129,20 @@ func TestZygoteReplaced(t *testing.T) {
 		t.Fatalf("not warm after the zygote was replaced: %q", res.Stdout.Data)
 	}
 }
+
+// The zygote is replaced after RotateAfter children: jobs keep running,
+// and children of different zygotes draw different hash seeds.
+func TestRotation(t *testing.T) {
+	p := newTestPool(t, Config{Min: 1, Max: 2, RotateAfter: 3})
+	seeds := map[string]bool{}
+	for i := 0; i < 12; i++ {
+		res, err := p.Run(context.Background(), &boxer.Job{Argv: []string{"python", "-c", "print(hash('x'))"}})
+		if err != nil || res.Status != boxer.StatusOK {
+			t.Fatalf("job %d: %v %+v", i, err, res)
+		}
+		seeds[string(res.Stdout.Data)] = true
+	}
+	if len(seeds) < 2 {
+		t.Fatalf("12 jobs over several rotations drew one hash seed")
+	}
+}

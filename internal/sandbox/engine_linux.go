@@ -34,9 +34,10 @@ type Engine struct {
 	lock    *os.File // flock on the state dir: one engine per state dir
 	spawn   *spawner // starts every pid 1 (see spawner)
 
-	// zygoteIDs is held while a zygote owns the id block after the cold
-	// sandboxes' ids.
-	zygoteIDs sync.Mutex
+	// zygoteIDs[k] is held while a zygote owns id block k. There are two,
+	// in the upper half of the engine's ids, so that a pool can start a
+	// fresh zygote while the one it replaces still serves.
+	zygoteIDs [2]sync.Mutex
 }
 
 var _ boxer.Runner = (*Engine)(nil)

@@ -120,11 +120,22 @@ func assertNoTraces(t *testing.T, e *Engine) {
 	}
 }
 
-// processesInIDRange lists live host processes whose uid is a sandbox id.
+// processesWithUID lists live host processes whose uid is uid.
+func processesWithUID(uid uint32) []int {
+	return processesInRange(uid, uid+1)
+}
+
+// processesInIDRange lists live host processes whose uid is a cold
+// sandbox's id.
 // Zombies are not counted: they hold nothing, and a sandbox's pid 1 whose
 // supervisor was killed is a zombie until the host's init reaps it.
 func processesInIDRange(e *Engine) []int {
-	lo, hi := e.cfg.IDBase, e.cfg.IDBase+2*uint32(e.cfg.MaxSandboxes)
+	return processesInRange(e.cfg.IDBase, e.cfg.IDBase+2*uint32(e.cfg.MaxSandboxes))
+}
+
+// processesInRange lists live host processes with a uid in [lo, hi).
+// Zombies are not counted (see processesInIDRange).
+func processesInRange(lo, hi uint32) []int {
 	var pids []int
 	ents, _ := os.ReadDir("/proc")
 	for _, ent := range ents {

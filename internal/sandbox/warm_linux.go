@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"boxer"
@@ -23,6 +24,7 @@ import (
 // Its job socket (SOCK_SEQPACKET, one JSON message per packet):
 //
 //	boxer                                    child (forked by the zygote)
+//	                                         setsid: a session of its own
 //	                                   <-    {"op":"hello"}, with SCM_CREDENTIALS
 //	move child (pid from the credentials)
 //	into its cgroup
@@ -33,7 +35,8 @@ import (
 //	                                         seccomp; wait
 //	   (the pool keeps it here)
 //	cgroup limits, files via the fd
-//	{"form":..,"target":..,"args":..}  ->    runs the job in-process, exits
+//	{"form":..,"target":..,"args":..}  ->    closes the socket, runs the job
+//	                                         in-process, exits
 //	                    (the zygote reports the exit status to boxer)
 type Warm struct {
 	z    *Zygote
@@ -46,16 +49,21 @@ type Warm struct {
 	// tear them down (a network namespace alone costs a millisecond or
 	// more): Destroy does, after the result is out.
 	nsfds []int
-	pidfd int           // the child, for knowing it is dead without the zygote
-	exit  <-chan uint32 // the child's wait status, from the zygote
-	disk  int64
-	stdin *os.File
-	out   *os.File
-	err   *os.File
+	pidfd int           // the child, to kill it without the freezer
+	exit  <-chan uint32 // its wait status, from the zygote; closed if the zygote dies
+
+	destroyed sync.Once
+	disk      int64
+	stdin     *os.File
+	out       *os.File
+	err       *os.File
 }
 
 // Prepare forks and isolates a warm child.
 func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
+	if z.retired.Load() {
+		return nil, errors.New("zygote retired")
+	}
 	var slot int
 	select {
 	case slot = <-z.slots:
@@ -65,6 +73,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 		return nil, ctx.Err()
 	}
 	e := z.e
+	z.live.Add(1)
 	w := &Warm{z: z, id: "w" + newID(), slot: slot, work: -1, pidfd: -1, disk: e.cfg.Limits.DiskBytes}
 	defer func() {
 		if retErr != nil {
@@ -277,8 +286,11 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// Destroy kills what is left of w and removes its cgroup and work dir.
-func (w *Warm) Destroy() {
+// Destroy kills what is left of w and removes its cgroup and work dir. It
+// may be called more than once.
+func (w *Warm) Destroy() { w.destroyed.Do(w.destroy) }
+
+func (w *Warm) destroy() {
 	if w.conn != nil {
 		w.conn.Close() // an unused child reads EOF and exits
 	}
@@ -315,4 +327,5 @@ func (w *Warm) Destroy() {
 	if !leaked {
 		w.z.slots <- w.slot
 	}
+	w.z.live.Done()
 }

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"boxer/internal/sandbox/nsinit"
@@ -74,6 +75,11 @@ type Zygote struct {
 	exits   map[int]chan uint32
 	dead    chan struct{} // closed when the zygote is gone
 	closing sync.Once
+	closed  chan struct{} // closed when Close has removed the sandbox
+
+	forks   atomic.Int64   // children forked so far
+	live    sync.WaitGroup // children not yet destroyed
+	retired atomic.Bool    // no more children; closes once live ones are gone
 }
 
 type zygoteMsg struct {
@@ -93,25 +99,35 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	if cfg.MemoryBytes == 0 {
 		cfg.MemoryBytes = 1 << 30
 	}
-	if cfg.Slots < 1 || cfg.Slots > idBlock/4 {
+	if cfg.Slots < 1 || cfg.Slots >= idBlock/4 {
 		return nil, fmt.Errorf("zygote: slots %d out of range", cfg.Slots)
 	}
-	if !e.zygoteIDs.TryLock() {
-		return nil, errors.New("zygote: another zygote of this engine is live")
+	block := -1
+	for k := range e.zygoteIDs {
+		if e.zygoteIDs[k].TryLock() {
+			block = k
+			break
+		}
 	}
-	base := e.cfg.IDBase + 2*uint32(e.cfg.MaxSandboxes)
-	ids := idMap{root: base, user: base + 1, users: cfg.Slots, release: e.zygoteIDs.Unlock}
+	if block < 0 {
+		return nil, errors.New("zygote: two zygotes of this engine are live already")
+	}
+	unlock := e.zygoteIDs[block].Unlock
+	// The cold sandboxes use the lower half of the engine's ids; zygote
+	// block k is the k-th quarter of the upper half.
+	base := e.cfg.IDBase + idBlock/2 + uint32(block)*idBlock/4
+	ids := idMap{root: base, user: base + 1, users: cfg.Slots, release: unlock}
 
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		e.zygoteIDs.Unlock()
+		unlock()
 		return nil, fmt.Errorf("zygote: socketpair: %w", err)
 	}
 	childEnd := os.NewFile(uintptr(pair[1]), "zygote-ctrl")
 	ctrl, err := unixConn(pair[0], "zygote-ctrl")
 	if err != nil {
 		childEnd.Close()
-		e.zygoteIDs.Unlock()
+		unlock()
 		return nil, err
 	}
 	lim := e.cfg.Limits
@@ -141,6 +157,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		replies: make(chan zygoteMsg, 1),
 		exits:   make(map[int]chan uint32),
 		dead:    make(chan struct{}),
+		closed:  make(chan struct{}),
 	}
 	defer func() {
 		if retErr != nil {
@@ -271,6 +288,7 @@ type forkReq struct {
 func (z *Zygote) fork(req forkReq, files []*os.File) (int, <-chan uint32, error) {
 	z.forkMu.Lock()
 	defer z.forkMu.Unlock()
+	z.forks.Add(1)
 	b, _ := json.Marshal(req)
 	fds := make([]int, len(files))
 	for i, f := range files {
@@ -300,6 +318,23 @@ func (z *Zygote) fork(req forkReq, files []*os.File) (int, <-chan uint32, error)
 // Dead is closed when the zygote has died; its warm children die with it.
 func (z *Zygote) Dead() <-chan struct{} { return z.dead }
 
+// Forks counts the children forked so far.
+func (z *Zygote) Forks() int64 { return z.forks.Load() }
+
+// Retire stops z from preparing children and closes it once every child
+// it prepared has been destroyed, so that jobs running on them finish.
+// A pool retires a zygote to replace it with a fresh one: each zygote's
+// children share its hash seed, stack canary and address layout.
+func (z *Zygote) Retire() {
+	if z.retired.Swap(true) {
+		return
+	}
+	go func() {
+		z.live.Wait()
+		z.Close()
+	}()
+}
+
 // stderrAfterKill kills the zygote sandbox and returns what the zygote
 // wrote to its stderr, for diagnosing a failed start.
 func (z *Zygote) stderrAfterKill() string {
@@ -317,8 +352,12 @@ func (z *Zygote) Close() {
 	z.closing.Do(func() {
 		z.ctrl.Close()
 		z.sb.destroy()
+		close(z.closed)
 	})
 }
+
+// Closed is closed once Close has removed the zygote sandbox.
+func (z *Zygote) Closed() <-chan struct{} { return z.closed }
 
 // passwd is /etc/passwd for a zygote sandbox: every child uid is "sandbox".
 func passwd(slots int) string {
