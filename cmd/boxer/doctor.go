@@ -99,6 +99,7 @@ func hostChecks(cfg *sandbox.Config) []sandbox.Check {
 	if err == nil {
 		err = mgr.Check()
 		add("cgroups", err, fmt.Sprintf("%s, controllers cpu, memory, pids usable", mgr.Version()))
+		_ = mgr.Close() // the probe's base is left empty: remove it
 	} else {
 		add("cgroups", err, "")
 	}

@@ -111,6 +111,10 @@ type Manager interface {
 	// Parent and Name), or its runs are killed too. Call it once at start,
 	// before the first Create.
 	CleanupStale() error
+	// Close removes the base if no run cgroup is left in it; a base that
+	// still holds runs (or, on v2, boxer's own supervisor cgroup) stays,
+	// and is cleaned by the next start's CleanupStale. Call it last.
+	Close() error
 	// Check verifies, for `boxer doctor`, that every controller boxer needs
 	// is present and writable, by creating, limiting, reading and removing a
 	// probe cgroup. Its error explains each problem in plain words.

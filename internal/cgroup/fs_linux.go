@@ -321,3 +321,20 @@ func poll(timeout time.Duration, done func() (bool, error)) (bool, error) {
 		delay = min(2*delay, 32*time.Millisecond)
 	}
 }
+
+// removeIfEmpty removes the cgroup dir unless it has child cgroups (or
+// processes, which make rmdir fail with EBUSY): those stay for the next
+// start to clean.
+func removeIfEmpty(f fsys, dir string) error {
+	subs, err := subdirs(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil || len(subs) > 0 {
+		return err
+	}
+	if err := f.rmdir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.EBUSY) {
+		return err
+	}
+	return nil
+}

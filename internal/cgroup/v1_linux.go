@@ -20,6 +20,14 @@ type v1Manager struct {
 	bases map[string]string
 }
 
+func (m *v1Manager) Close() error {
+	var errs []error
+	for _, dir := range distinct(m.bases) {
+		errs = append(errs, removeIfEmpty(m.fs, dir))
+	}
+	return errors.Join(errs...)
+}
+
 // newV1 creates the base in every hierarchy.
 func newV1(f fsys, l layout, name string) (*v1Manager, error) {
 	m := &v1Manager{fs: f, bases: make(map[string]string)}

@@ -567,3 +567,33 @@ func TestV1Concurrent(t *testing.T) {
 		}
 	}
 }
+
+// Close removes an empty base, and leaves one that still holds a run.
+func TestV1CloseRemovesEmptyBase(t *testing.T) {
+	newV1Manager(t) // skips unless this host can run the v1 tests
+	name := baseName(t) + "-close"
+	m := newV1ManagerNamed(t, name)
+	c, err := m.Create("run", Resources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close with a run left: %v", err)
+	}
+	for _, dir := range distinct(m.bases) {
+		if !isDir(dir) {
+			t.Fatalf("Close removed %s, which still holds a run", dir)
+		}
+	}
+	if err := c.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range distinct(m.bases) {
+		if isDir(dir) {
+			t.Errorf("Close left the empty base %s", dir)
+		}
+	}
+}

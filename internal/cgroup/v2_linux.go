@@ -21,6 +21,8 @@ type v2Manager struct {
 	base   string
 }
 
+func (m *v2Manager) Close() error { return removeIfEmpty(m.fs, m.base) }
+
 // newV2 enables the controllers down to the base and creates it.
 //
 // The "no internal processes" rule: a non-root cgroup cannot both hold

@@ -215,6 +215,9 @@ func (e *Engine) artifactLimits() artifactLimits {
 func (e *Engine) Close() error {
 	e.spawn.close()
 	var errs []error
+	if e.cgroups != nil {
+		errs = append(errs, e.cgroups.Close())
+	}
 	if e.lock != nil {
 		errs = append(errs, e.lock.Close())
 	}
