@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Sets up this Debian/Ubuntu host for the tests and runs every check and
+# test: gofmt and vet, the x402 end-to-end test with the protocol's official
+# client, each fuzz target briefly, the soak at CI size, and go test. Needs
+# root (the tests run real sandboxes). FUZZTIME, SOAK_N and SOAK_C size
+# the fuzzing and the soak.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh --test
+
+unformatted=$(gofmt -l $(find . -name '*.go' -not -path './test/x402e2e/node_modules/*'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt needed: $unformatted"
+  exit 1
+fi
+go vet ./...
+
+./test/x402e2e/run.sh
+
+fuzztime=${FUZZTIME:-10s}
+go test -run '^$' -fuzz '^FuzzCheckRelPath$' -fuzztime "$fuzztime" .
+for target in FuzzParseJSON FuzzDecodeExec FuzzDecodeRunPython; do
+  go test -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" ./internal/api
+done
+go test -run '^$' -fuzz '^FuzzDecodePaymentHeader$' -fuzztime "$fuzztime" ./internal/x402
+
+go run ./bench/soak -n "${SOAK_N:-90}" -c "${SOAK_C:-8}"
+
+go test -count=1 -timeout 20m ./...
