@@ -18,7 +18,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -37,6 +36,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"boxer/internal/observe"
 )
 
 var (
@@ -213,20 +214,13 @@ func startServer(bin, tmp, name string, extra ...string) (*server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		var line struct {
-			Msg  string `json:"msg"`
-			Addr string `json:"addr"`
-		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
-			go io.Copy(io.Discard, stderr)
-			tr := &http.Transport{MaxIdleConnsPerHost: 64}
-			return &server{cmd: cmd, url: line.Addr, client: &http.Client{Transport: tr}, state: state}, nil
-		}
+	url, err := observe.Serving(stderr)
+	if err != nil {
+		cmd.Wait()
+		return nil, err
 	}
-	cmd.Wait()
-	return nil, errors.New("server exited before serving")
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	return &server{cmd: cmd, url: url, client: &http.Client{Transport: tr}, state: state}, nil
 }
 
 func (s *server) stop() {

@@ -15,7 +15,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -34,6 +33,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"boxer/internal/observe"
 	"boxer/internal/sandbox"
 )
 
@@ -241,28 +241,7 @@ func (s footprint) leaksVs(b footprint) error {
 
 func snapshot(pid int, stateDir string, cfg sandbox.Config) footprint {
 	var s footprint
-	lo, hi := cfg.IDBase, cfg.IDBase+65536
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
-		if err != nil {
-			continue
-		}
-		var uid uint64
-		zombie := false
-		for _, l := range strings.Split(string(b), "\n") {
-			f := strings.Fields(l)
-			if len(f) > 1 && f[0] == "Uid:" {
-				uid, _ = strconv.ParseUint(f[1], 10, 32)
-			}
-			if len(f) > 1 && f[0] == "State:" && f[1] == "Z" {
-				zombie = true
-			}
-		}
-		if !zombie && uint32(uid) >= lo && uint32(uid) < hi {
-			s.procs++
-		}
-	}
+	s.procs = len(observe.LiveProcesses(cfg.IDBase, cfg.IDBase+65536))
 	filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return nil
@@ -313,16 +292,11 @@ func start(cmd *exec.Cmd) (string, error) {
 	if err := cmd.Start(); err != nil {
 		return "", err
 	}
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		var l struct{ Msg, Addr string }
-		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "serving" {
-			go io.Copy(io.Discard, stderr)
-			return l.Addr, nil
-		}
+	url, err := observe.Serving(stderr)
+	if err != nil {
+		cmd.Wait()
 	}
-	cmd.Wait()
-	return "", errors.New("server exited before serving")
+	return url, err
 }
 
 func post(c *http.Client, url string, k kind) (int, map[string]any, error) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"boxer/internal/observe"
 	"boxer/internal/sandbox"
 )
 
@@ -51,7 +52,7 @@ func TestServeSurvivesKill9(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	base := sandbox.Config{StateDir: state}.WithDefaults().IDBase
-	if len(liveProcessesWithUIDs(base, base+65536)) == 0 {
+	if len(observe.LiveProcesses(base, base+65536)) == 0 {
 		t.Fatal("no sandbox process while runs are in flight")
 	}
 
@@ -60,9 +61,9 @@ func TestServeSurvivesKill9(t *testing.T) {
 	// Pdeathsig ends every pid 1 (cold sandboxes and the zygote's); the
 	// kernel then ends their PID namespaces. Give it a bounded moment.
 	deadline = time.Now().Add(10 * time.Second)
-	for len(liveProcessesWithUIDs(base, base+65536)) > 0 {
+	for len(observe.LiveProcesses(base, base+65536)) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("sandbox processes outlived a kill -9 of the server: %v", liveProcessesWithUIDs(base, base+65536))
+			t.Fatalf("sandbox processes outlived a kill -9 of the server: %v", observe.LiveProcesses(base, base+65536))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -1,20 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"boxer/internal/observe"
 	"boxer/internal/sandbox"
 )
 
@@ -39,22 +37,11 @@ func startServe(t *testing.T, bin, state, data string, args ...string) *testServ
 		t.Fatal(err)
 	}
 	s := &testServer{t: t, cmd: cmd, done: make(chan error, 1)}
-	lines := bufio.NewScanner(stderr)
-	for lines.Scan() {
-		var l struct{ Msg, Addr string }
-		if json.Unmarshal(lines.Bytes(), &l) == nil && l.Msg == "serving" {
-			s.url = l.Addr
-			break
-		}
-	}
-	if s.url == "" {
+	if s.url, err = observe.Serving(stderr); err != nil {
 		cmd.Wait()
-		t.Fatal("boxer serve exited before serving")
+		t.Fatal(err)
 	}
-	go func() {
-		io.Copy(io.Discard, stderr)
-		s.done <- cmd.Wait()
-	}()
+	go func() { s.done <- cmd.Wait() }()
 	t.Cleanup(func() { s.stop() })
 	return s
 }
@@ -270,41 +257,9 @@ func TestServeBusy(t *testing.T) {
 	// killed, and no sandbox process outlives the server.
 	s.stop()
 	base := sandbox.Config{StateDir: state}.WithDefaults().IDBase
-	if pids := liveProcessesWithUIDs(base, base+65536); len(pids) > 0 {
+	if pids := observe.LiveProcesses(base, base+65536); len(pids) > 0 {
 		t.Fatalf("sandbox processes outlived the server: %v", pids)
 	}
-}
-
-// liveProcessesWithUIDs lists live (not zombie) processes whose uid is in
-// [lo, hi).
-func liveProcessesWithUIDs(lo, hi uint32) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
-		if err != nil {
-			continue
-		}
-		var uid uint64
-		zombie := false
-		for _, l := range strings.Split(string(b), "\n") {
-			f := strings.Fields(l)
-			if len(f) > 1 && f[0] == "Uid:" {
-				uid, _ = strconv.ParseUint(f[1], 10, 32)
-			}
-			if len(f) > 1 && f[0] == "State:" && f[1] == "Z" {
-				zombie = true
-			}
-		}
-		if !zombie && uint32(uid) >= lo && uint32(uid) < hi {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // TestServeJobReplayAcrossRestart stores a job, restarts the server on the

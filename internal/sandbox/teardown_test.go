@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io/fs"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"boxer"
+	"boxer/internal/observe"
 )
 
 // After any kind of ending, nothing of the run is left: no process, cgroup,
@@ -122,45 +122,13 @@ func assertNoTraces(t *testing.T, e *Engine) {
 
 // processesWithUID lists live host processes whose uid is uid.
 func processesWithUID(uid uint32) []int {
-	return processesInRange(uid, uid+1)
+	return observe.LiveProcesses(uid, uid+1)
 }
 
 // processesInIDRange lists live host processes whose uid is a cold
 // sandbox's id.
-// Zombies are not counted: they hold nothing, and a sandbox's pid 1 whose
-// supervisor was killed is a zombie until the host's init reaps it.
 func processesInIDRange(e *Engine) []int {
-	return processesInRange(e.cfg.IDBase, e.cfg.IDBase+2*uint32(e.cfg.MaxSandboxes))
-}
-
-// processesInRange lists live host processes with a uid in [lo, hi).
-// Zombies are not counted (see processesInIDRange).
-func processesInRange(lo, hi uint32) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, ent := range ents {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		f, err := os.Open(filepath.Join("/proc", ent.Name(), "status"))
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) > 1 && f[0] == "State:" && f[1] == "Z" {
-				break
-			}
-			if f := strings.Fields(sc.Text()); len(f) > 1 && f[0] == "Uid:" {
-				if uid, _ := strconv.ParseUint(f[1], 10, 32); uint32(uid) >= lo && uint32(uid) < hi {
-					pids = append(pids, pid)
-				}
-			}
-		}
-		f.Close()
-	}
-	return pids
+	return observe.LiveProcesses(e.cfg.IDBase, e.cfg.IDBase+2*uint32(e.cfg.MaxSandboxes))
 }
 
 // runCgroups lists the cgroups below every base directory named name.
