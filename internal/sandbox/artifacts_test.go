@@ -73,3 +73,16 @@ func checkArtifacts(t *testing.T, res *boxer.Result) {
 		}
 	}
 }
+
+// The artifacts of one run are capped in total, not only one by one: past
+// the total, the rest are refused with a reason.
+func TestArtifactsTotalCap(t *testing.T) {
+	e := newTestEngine(t, func(c *Config) { c.ArtifactBytes, c.ArtifactsTotalBytes = 2000, 3000 })
+	job := pyJob("for n in 'abc': open(n, 'w').write(n * 1500)", boxer.Limits{})
+	job.Artifacts = []string{"a", "b", "c"}
+	res := runJob(t, e, job)
+	if len(res.Artifacts) != 2 || len(res.MissingArtifacts) != 1 || res.MissingArtifacts[0].Path != "c" ||
+		!strings.Contains(res.MissingArtifacts[0].Reason, "larger than the artifact limit") {
+		t.Fatalf("artifacts %d, missing %+v", len(res.Artifacts), res.MissingArtifacts)
+	}
+}

@@ -178,3 +178,37 @@ func removeCgroupBases(name string) {
 		return nil
 	})
 }
+
+// When every sandbox slot is taken, a run is refused as busy (the caller
+// may retry), and the slot is free again once the first run is done.
+func TestSlotsExhausted(t *testing.T) {
+	e := newTestEngine(t, func(c *Config) { c.MaxSandboxes = 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := make(chan error, 1)
+	go func() {
+		_, err := e.Run(ctx, pyJob("open('started', 'w').close()\nimport time; time.sleep(60)", boxer.Limits{}))
+		first <- err
+	}()
+	waitCtx, stop := context.WithTimeout(ctx, 30*time.Second)
+	defer stop()
+	for { // until the first run's program is running
+		if m, _ := globWork(e, "started"); len(m) > 0 {
+			break
+		}
+		if waitCtx.Err() != nil {
+			t.Fatal("the first run never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err := e.Run(context.Background(), pyJob("print(1)", boxer.Limits{}))
+	var be *boxer.Error
+	if !errors.As(err, &be) || be.Code != boxer.ECodeBusy {
+		t.Fatalf("second run with the only slot taken: %v, want busy", err)
+	}
+	cancel()
+	<-first
+	if res := runPy(t, e, "print(1)", boxer.Limits{}); res.Status != boxer.StatusOK {
+		t.Fatalf("after the slot was freed: %s", res.Status)
+	}
+}
