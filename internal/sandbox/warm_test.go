@@ -2,6 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,4 +161,63 @@ func waitForFile(t *testing.T, dirfd int, name string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("%s never appeared", name)
+}
+
+// The zygote stays one thread on one CPU even after importing numpy and
+// pandas (whose BLAS and numexpr pools would start threads), so that the
+// copy-on-write faults after each fork flush one CPU's TLB only; a job
+// still gets the whole CPU set and the environment a cold run gets.
+func TestZygoteOneThreadOneCPU(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e, "numpy", "pandas")
+	pid := zygotePid(t, z)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Threads:\t1\n", "Cpus_allowed_list:\t" + firstCPU(t) + "\n"} {
+		if !strings.Contains(string(status), want) {
+			t.Errorf("zygote status lacks %q:\n%s", want, status)
+		}
+	}
+	probe := pyJob("import os; print(sorted(os.sched_getaffinity(0)), sorted(k for k in os.environ if k.endswith('_NUM_THREADS')))", boxer.Limits{})
+	cold, warm := runJob(t, e, probe), runWarm(t, z, probe)
+	if string(cold.Stdout.Data) != string(warm.Stdout.Data) || cold.ExitCode != 0 {
+		t.Fatalf("cold %q %s, warm %q %s", cold.Stdout.Data, cold.Stderr.Data, warm.Stdout.Data, warm.Stderr.Data)
+	}
+}
+
+// zygotePid is the host pid of z's python process: the only child of its
+// sandbox's pid 1.
+func zygotePid(t *testing.T, z *Zygote) int {
+	t.Helper()
+	init := z.sb.cmd.Process.Pid
+	kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", init, init))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(kids))
+	if len(f) != 1 {
+		t.Fatalf("pid 1 of the zygote sandbox has children %q", f)
+	}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// firstCPU is the lowest CPU this process may run on, as /proc lists it.
+func firstCPU(t *testing.T) string {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1024; i++ {
+		if set.IsSet(i) {
+			return strconv.Itoa(i)
+		}
+	}
+	t.Fatal("no CPU")
+	return ""
 }

@@ -17,9 +17,25 @@ import sys
 # way round. Children drop the zygote's own modules before running a job.
 _BASELINE = set(sys.modules)
 _CONFIG = os.read(3, 1 << 20).decode().split("\n")  # seccomp hex, then one module per line
+
+# The zygote stays one thread on one CPU. Every fork write-protects its
+# pages, and every page it writes afterwards is a copy-on-write fault whose
+# TLB flush must reach each CPU its address space is live on; threads (the
+# pools numerical libraries start at import) and migrations make that every
+# CPU. Children take the whole CPU set back before anything else.
+_CPUS = os.sched_getaffinity(0)
+os.sched_setaffinity(0, (min(_CPUS),))
+_POOLS = ("OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+_ENV = {k: os.environ.get(k) for k in _POOLS}
+os.environ.update(dict.fromkeys(_POOLS, "1"))
 for _name in _CONFIG[1:]:
     if _name:
         __import__(_name)
+for _k, _v in _ENV.items():  # a job sees the environment a cold run gets
+    if _v is None:
+        del os.environ[_k]
+    else:
+        os.environ[_k] = _v
 _PRE = set(sys.modules) - _BASELINE
 
 import ctypes  # noqa: E402  (imports after the baseline on purpose)
@@ -112,6 +128,7 @@ def _child(req, fds, prog, drop):
         # zygote's would let a job orphan that group and have the kernel
         # SIGHUP the zygote and every other job in it, and would let a job
         # SIGCONT them.
+        os.sched_setaffinity(0, _CPUS)
         os.setsid()
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
         job_fd, stdin, stdout, stderr = fds
