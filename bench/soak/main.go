@@ -40,6 +40,7 @@ import (
 var (
 	total       = flag.Int("n", 10000, "requests")
 	concurrency = flag.Int("c", 32, "requests in flight")
+	slots       = flag.Int("slots", 4*runtime.NumCPU(), "the server's --slots: runs at once (a third of the mix sleeps or waits)")
 )
 
 // kind is one sort of request and the outcome it must get.
@@ -120,7 +121,7 @@ func run() error {
 	state := filepath.Join("/run", "boxer-soak-"+strconv.Itoa(os.Getpid()))
 	defer os.RemoveAll(state)
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(tmp, "data"), "--state-dir", state,
-		"--slots", strconv.Itoa(runtime.NumCPU()), "--queue", strconv.Itoa(*concurrency*2), "--queue-timeout", "5m",
+		"--slots", strconv.Itoa(*slots), "--queue", strconv.Itoa(*concurrency*2), "--queue-timeout", "5m",
 		"--pool-min", "2", "--pool-max", "8")
 	url, err := start(cmd)
 	if err != nil {
