@@ -139,12 +139,13 @@ def _child(req, fds, prog, drop):
         sock = socket.socket(fileno=3)
         # boxer reads our pid, as its own namespace numbers it, from the
         # credentials the kernel attaches to this message (SO_PASSCRED).
-        _send(sock, {"op": "hello"})
-        go, _ = _recv(sock)  # boxer has moved us into our cgroup
-        if go is None:
+        # Fixed messages are fixed bytes: every page of json a child touches
+        # is a copy-on-write fault (see internal/pool's doc).
+        sock.send(b'{"op":"hello"}')
+        if not sock.recv(64):  # "go": boxer has moved us into our cgroup
             os._exit(0)
         wfd = _isolate(req)
-        _send(sock, {"op": "ready"}, [wfd])
+        socket.send_fds(sock, [b'{"op":"ready"}'], [wfd])
         os.close(wfd)
         _drop(req["uid"], prog)
         _rehearse()
@@ -286,10 +287,12 @@ def _finalize(code):
 def _reseed():
     """Gives each child fresh random state where a pre-import keeps its own
     (Python's random module reseeds itself after fork; numpy's legacy
-    global generator does not): two jobs must not share a stream."""
+    global generator does not): two jobs must not share a stream. The whole
+    MT19937 key comes from the kernel, as numpy.random.seed() would take it,
+    through a path that touches a third of the pages seed() does."""
     np = sys.modules.get("numpy")
     if np is not None:
-        np.random.seed()
+        np.random.set_state(("MT19937", np.frombuffer(os.urandom(624 * 4), np.uint32), 624, 0, 0.0))
 
 
 def main():
