@@ -12,6 +12,7 @@ const (
 	ECodeCodeTooLarge        = "code_too_large"
 	ECodePayloadTooLarge     = "payload_too_large"
 	ECodeUnsupportedMedia    = "unsupported_media_type"
+	ECodeRequestTimeout      = "request_timeout"
 	ECodeNotFound            = "not_found"
 	ECodeMethodNotAllowed    = "method_not_allowed"
 	ECodeJobIDConflict       = "job_id_conflict"

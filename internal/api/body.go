@@ -5,28 +5,45 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
+	"time"
 
 	"boxer"
 )
 
-// readBody reads a JSON request body of at most limit bytes. The limit is
-// enforced while reading (http.MaxBytesReader), so an oversized body costs
-// limit bytes of memory, not its own size, and the connection is closed
-// after the 413.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *boxer.Error) {
+// readBody reads a JSON request body of at most limit bytes within
+// timeout. The limit is enforced while reading (http.MaxBytesReader), so an
+// oversized body costs limit bytes of memory, not its own size, and the
+// connection is closed after the 413. The timeout is a read deadline on the
+// connection, lifted once the body is in (net/http clears it too when it
+// starts watching for a client that goes away): a run may take longer than
+// any body should.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, *boxer.Error) {
 	if e := checkContentType(r.Header); e != nil {
 		return nil, e
 	}
 	if r.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return nil, boxer.Errorf(boxer.ECodeInternal, "could not bound the body's read time: %v", err)
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err == nil {
+		if err := rc.SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return nil, boxer.Errorf(boxer.ECodeInternal, "could not lift the body's read deadline: %v", err)
+		}
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):
 			return nil, tooLarge(limit)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			w.Header().Set("Connection", "close")
+			return nil, boxer.Errorf(boxer.ECodeRequestTimeout, "the request body took longer than %s to arrive", timeout)
 		case r.Context().Err() != nil:
 			return nil, boxer.Errorf(codeCanceled, "client went away while sending the body")
 		default:

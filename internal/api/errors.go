@@ -29,6 +29,8 @@ func httpStatus(code string) int {
 		return http.StatusRequestEntityTooLarge // 413
 	case boxer.ECodeUnsupportedMedia:
 		return http.StatusUnsupportedMediaType // 415
+	case boxer.ECodeRequestTimeout:
+		return http.StatusRequestTimeout // 408
 	case codeCanceled:
 		return statusClientClosed
 	case boxer.ECodeBusy, boxer.ECodeUnavailable:

@@ -142,7 +142,7 @@ func signalOf(res *boxer.Result) *string {
 }
 
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
-	body, e := readBody(w, r, s.cfg.MaxExecBodyBytes)
+	body, e := readBody(w, r, s.cfg.MaxExecBodyBytes, s.cfg.BodyTimeout)
 	if e != nil {
 		s.writeError(w, r, e)
 		return

@@ -1,12 +1,16 @@
 package api
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"boxer"
 )
@@ -74,5 +78,60 @@ func TestHTTPChunkedBodyOverCap(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(body), boxer.ECodePayloadTooLarge) || resp.Header.Get("X-Request-Id") == "" {
 		t.Fatalf("response %s, headers %v", body, resp.Header)
+	}
+}
+
+// A client that sends its headers and then stalls the body (slow loris)
+// gets 408 request_timeout once BodyTimeout has passed, instead of holding
+// the connection and a goroutine for as long as it likes.
+func TestHTTPStalledBodyTimesOut(t *testing.T) {
+	ts := newTestServer(t, Config{BodyTimeout: 200 * time.Millisecond}, nil)
+	srv := httptest.NewServer(ts)
+	defer srv.Close()
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "POST /v1/exec HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"code\":")
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second)) // the test's own bound, far beyond the server's
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no response to a stalled body: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 408 || !strings.Contains(string(body), boxer.ECodeRequestTimeout) || !resp.Close {
+		t.Fatalf("status %d, close %v, body %s", resp.StatusCode, resp.Close, body)
+	}
+	if ts.runner.count() != 0 {
+		t.Fatal("a run started without its body")
+	}
+}
+
+// The body's deadline is lifted once the body is in: a run that outlasts
+// it is neither cut short nor taken for a client that went away.
+func TestHTTPRunOutlastsBodyTimeout(t *testing.T) {
+	const bodyTimeout = 100 * time.Millisecond
+	ts := newTestServer(t, Config{BodyTimeout: bodyTimeout}, nil)
+	ts.runner.set(func(ctx context.Context, _ *boxer.Job) (*boxer.Result, error) {
+		select { // the run lasts five body timeouts
+		case <-time.After(5 * bodyTimeout):
+			return fourResult(), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	srv := httptest.NewServer(ts)
+	defer srv.Close()
+	resp, err := srv.Client().Post(srv.URL+"/v1/exec", "application/json", strings.NewReader(`{"code":"print(2 + 2)"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"4\n"`) {
+		t.Fatalf("status %d, body %s", resp.StatusCode, body)
 	}
 }

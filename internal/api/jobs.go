@@ -57,7 +57,7 @@ func (in *inflight) leave(jobID string, f *flight) {
 }
 
 func (s *Server) handleRunPython(w http.ResponseWriter, r *http.Request) {
-	body, e := readBody(w, r, s.cfg.MaxRunBodyBytes)
+	body, e := readBody(w, r, s.cfg.MaxRunBodyBytes, s.cfg.BodyTimeout)
 	if e != nil {
 		s.writeError(w, r, e)
 		return
