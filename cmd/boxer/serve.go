@@ -43,6 +43,7 @@ type serveConfig struct {
 	LogLevel      string
 	Metrics       bool
 	ShutdownGrace time.Duration
+	MaxConns      int
 	Engine        *sandbox.Config
 	Pool          pool.Config
 	API           api.Config
@@ -58,6 +59,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.str(&c.DataDir, "data-dir", "BOXER_DATA_DIR", "boxer-data", "directory for the database (job records, health figures, used payments)")
 	ef.str(&c.LogLevel, "log-level", "BOXER_LOG_LEVEL", "info", "debug, info, warn or error")
 	ef.boolean(&c.Metrics, "metrics", "BOXER_METRICS", false, "serve Prometheus metrics at /metrics")
+	ef.integer(&c.MaxConns, "max-conns", "BOXER_MAX_CONNS", 1024, "most client connections open at once; more wait to be accepted")
 	ef.duration(&c.ShutdownGrace, "shutdown-grace", "BOXER_SHUTDOWN_GRACE", 35*time.Second, "on SIGTERM, how long runs in flight may finish before they are killed")
 	c.Engine = engineFlags(ef)
 
@@ -78,6 +80,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.integer(&a.MaxCodeBytes, "max-code-bytes", "BOXER_MAX_CODE_BYTES", api.DefaultMaxCodeBytes, "largest /v1/exec code, in bytes")
 	ef.bytes(&a.MaxExecBodyBytes, "max-exec-body", "BOXER_MAX_EXEC_BODY", api.DefaultMaxExecBodyBytes, "largest /v1/exec request body")
 	ef.bytes(&a.MaxRunBodyBytes, "max-run-body", "BOXER_MAX_RUN_BODY", api.DefaultMaxRunBodyBytes, "largest /v1/run-python request body")
+	ef.duration(&a.BodyTimeout, "body-timeout", "BOXER_BODY_TIMEOUT", api.DefaultBodyTimeout, "longest a request body may take to arrive (then 408 request_timeout)")
 	ef.integer(&a.Slots, "slots", "BOXER_SLOTS", runtime.NumCPU(), "runs at once")
 	ef.integer(&a.Queue, "queue", "BOXER_QUEUE", 2*runtime.NumCPU(), "runs that may wait for a slot; beyond, 503 busy")
 	ef.duration(&a.QueueTimeout, "queue-timeout", "BOXER_QUEUE_TIMEOUT", api.DefaultQueueTimeout, "longest wait for a slot")
@@ -162,6 +165,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := c.Payments.Validate(); err != nil {
 		return fmt.Errorf("payments: %w", err)
 	}
+	if c.MaxConns < 1 {
+		return fmt.Errorf("--max-conns %d must be positive", c.MaxConns)
+	}
 	c.Pool.RotateAfter = int64(c.RotateAfter)
 	if err := c.Pool.Validate(); err != nil {
 		return err
@@ -221,9 +227,11 @@ func (m *Main) Run(ctx context.Context) error {
 		handler = mux
 	}
 	m.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	if m.listener, err = net.Listen("tcp", c.Addr); err != nil {
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
 		return err
 	}
+	m.listener = newConnLimit(ln, c.MaxConns)
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.http.Serve(m.listener) }()
 	m.log.Info("serving", "addr", "http://"+m.listener.Addr().String(), "version", version,
