@@ -29,6 +29,9 @@ func startServe(t *testing.T, bin, state, data string, args ...string) *testServ
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--state-dir", state, "--data-dir", data,
 		"--pool-preimport", "", "--shutdown-grace", "5s"}, args...)...)
+	// A test binary killed by go test's timeout takes its server along
+	// (SIGTERM: the server still cleans up its sandboxes).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -115,7 +115,7 @@ func assertNoTraces(t *testing.T, e *Engine) {
 		}
 		t.Errorf("sandbox processes remain: %v", pids)
 	}
-	if dirs := runCgroups(t, e.cfg.CgroupName); len(dirs) > 0 {
+	if dirs := observe.RunCgroups(e.cfg.CgroupName); len(dirs) > 0 {
 		t.Errorf("run cgroups remain: %v", dirs)
 	}
 }
@@ -129,31 +129,6 @@ func processesWithUID(uid uint32) []int {
 // sandbox's id.
 func processesInIDRange(e *Engine) []int {
 	return observe.LiveProcesses(e.cfg.IDBase, e.cfg.IDBase+2*uint32(e.cfg.MaxSandboxes))
-}
-
-// runCgroups lists the cgroups below every base directory named name.
-func runCgroups(t *testing.T, name string) []string {
-	t.Helper()
-	var found []string
-	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		if d.Name() == name {
-			subs, _ := os.ReadDir(p)
-			for _, s := range subs {
-				if s.IsDir() {
-					found = append(found, filepath.Join(p, s.Name()))
-				}
-			}
-			return filepath.SkipDir
-		}
-		if strings.Count(p, "/") > 8 {
-			return filepath.SkipDir
-		}
-		return nil
-	})
-	return found
 }
 
 // globWork finds name in the work dir of any live sandbox of e.

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"boxer/internal/observe"
+)
+
+// runConcurrentProbes runs the probes that need something else alive at
+// the same time: a listener on the host, another run, a slow client.
+func runConcurrentProbes(t *testing.T, a *attacker, host *hostWatch) {
+	probe(t, a, host, "net/abstract-unix-host", false, func(t *testing.T, path string) { abstractFromHost(t, a, path) })
+	probe(t, a, host, "net/abstract-unix-between-runs", false, func(t *testing.T, path string) { abstractBetweenRuns(t, a, host.in, path) })
+	probe(t, a, host, "api/slow-loris-body", false, func(t *testing.T, path string) { slowBody(t, a, path) })
+}
+
+// The test process listens on an abstract unix socket (no file: the name
+// lives in the network namespace). A run connecting to the same name
+// reaches nothing: it has a network namespace of its own.
+func abstractFromHost(t *testing.T, a *attacker, path string) {
+	name := fmt.Sprintf("boxer-attack-host-%d-%s", os.Getpid(), path)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: "@" + name, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	r := a.runProgram(t, path, `s = socket.socket(socket.AF_UNIX); s.settimeout(5)
+print(do(lambda: s.connect("\0`+name+`")))`)
+	expect(t, r, ok("ECONNREFUSED\n"))
+	l.SetDeadline(time.Now())
+	if c, err := l.Accept(); err == nil {
+		c.Close()
+		t.Error("a run connected to the host's abstract socket")
+	}
+}
+
+// One run listens on an abstract name; while it waits, a second run on
+// the same path connects to that name: refused, for each run has its own
+// network namespace (on the warm path too, though both are children of
+// one zygote).
+func abstractBetweenRuns(t *testing.T, a *attacker, in observe.Instance, path string) {
+	name := fmt.Sprintf("boxer-attack-%d-%s", os.Getpid(), path)
+	listener := `s = socket.socket(socket.AF_UNIX); s.bind("\0` + name + `"); s.listen(8); s.settimeout(1.5)
+try:
+    s.accept(); print("accepted")
+except TimeoutError: print("nobody came")`
+	type result struct {
+		r   *reply
+		err error
+	}
+	done := make(chan result, 1)
+	route, body := programRequest(path, listener)
+	go func() {
+		r, err := a.post(route, "", []byte(body))
+		done <- result{r, err}
+	}()
+	// The listener is up when its socket shows in the network namespace
+	// of one of the instance's sandbox processes.
+	deadline := time.Now().Add(15 * time.Second)
+	for !listening(in, "@"+name) {
+		if time.Now().After(deadline) {
+			t.Fatal("the listening run never bound its socket")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r := a.runProgram(t, path, `s = socket.socket(socket.AF_UNIX); s.settimeout(5)
+print(do(lambda: s.connect("\0`+name+`")))`)
+	select {
+	case <-done:
+		t.Fatal("the listening run ended before the connecting run: the probe proved nothing")
+	default:
+	}
+	expect(t, r, ok("ECONNREFUSED\n"))
+	l := <-done
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	expect(t, l.r, ok("nobody came\n"))
+}
+
+// listening reports whether any sandbox process of in sees a unix socket
+// named name in its network namespace.
+func listening(in observe.Instance, name string) bool {
+	for _, pid := range observe.LiveProcesses(in.IDBase, in.IDBase+65536) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/unix", pid))
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) > 7 && f[7] == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// slowBodyLimit bounds how long the server may wait for a request body
+// that trickles in: its --body-timeout (attackServeFlags), with 2 s of
+// slack.
+const slowBodyLimit = 6 * time.Second
+
+// slowBody sends complete headers announcing a body of 100 bytes, then on
+// the warm side one byte every half second (a slow-loris body), on the
+// cold side nothing more (a stalled one). The server must go on serving
+// others, and must end the request with 408 request_timeout and a hang-up
+// within slowBodyLimit, instead of holding a connection and a goroutine
+// for as long as the client likes.
+func slowBody(t *testing.T, a *attacker, path string) {
+	route, trickle := "/v1/exec", true
+	if path == "cold" {
+		route, trickle = "/v1/run-python", false
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(a.s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: boxer\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", route)
+	answer := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(conn) // until the server hangs up (or the test does)
+		answer <- b
+	}()
+
+	// Meanwhile the server serves others.
+	served, body := programRequest(path, `print("served")`)
+	r, err := a.post(served, "", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, r, ok("served\n"))
+
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	sent := 1
+	for {
+		select {
+		case b := <-answer:
+			t.Logf("the server ended the slow request after %v and %d bytes: %.100q", time.Since(start).Round(time.Millisecond), sent, b)
+			if !bytes.HasPrefix(b, []byte("HTTP/1.1 408")) || !bytes.Contains(b, []byte(`"code":"request_timeout"`)) {
+				t.Errorf("answered a request whose body never arrived with %.100q, want 408 request_timeout", b)
+			}
+			return
+		case <-tick.C:
+			if time.Since(start) > slowBodyLimit {
+				conn.Close()
+				<-answer
+				t.Errorf("the server still waited for the body after %v (%d of 100 bytes sent): "+
+					"nothing bounds how long a request body may take", slowBodyLimit, sent)
+				return
+			}
+			if trickle {
+				conn.Write([]byte(" "))
+				sent++
+			}
+		}
+	}
+}

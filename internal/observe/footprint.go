@@ -1,0 +1,160 @@
+package observe
+
+import (
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Instance names one running boxer server on the host.
+type Instance struct {
+	PID        int    // the server process
+	StateDir   string // its --state-dir
+	CgroupName string // the directory that holds its runs' cgroups (sandbox.Config.CgroupName)
+	IDBase     uint32 // the first host id of its block (sandbox.Config.IDBase)
+	// DataDir holds the server's database, whose connection pool opens
+	// and closes descriptors on its own schedule (idle connections close
+	// after a while): descriptors on files below it are not counted.
+	DataDir string
+}
+
+// idBlock is the span of host ids one instance uses (sandbox's idBlock).
+const idBlock = 65536
+
+// Footprint is what an instance holds on the host at one moment: every
+// mark a finished run could leave behind. Taken at a quiet point, two
+// footprints of the same instance are equal; a difference is a leak, or a
+// sandbox that is not settled yet.
+type Footprint struct {
+	Procs   int            // live sandbox processes: the instance's ids
+	Roots   []int          // sandbox processes the server started itself (a zygote's pid 1 when quiet)
+	Cgroups int            // cgroups below the instance's cgroup base, over every hierarchy
+	Mounts  int            // host mounts below the state dir
+	RunDirs int            // entries of the state dir's runs/
+	FDs     map[string]int // the server's open descriptors by target, inode numbers cut ("pipe:[]"), but those below DataDir
+}
+
+// Snapshot reads in's footprint from /proc, /sys/fs/cgroup and the state
+// dir. Root: it reads other users' /proc entries.
+func Snapshot(in Instance) Footprint {
+	f := Footprint{FDs: map[string]int{}}
+	for _, pid := range LiveProcesses(in.IDBase, in.IDBase+idBlock) {
+		f.Procs++
+		if parent(pid) == in.PID {
+			f.Roots = append(f.Roots, pid)
+		}
+	}
+	f.Cgroups = len(RunCgroups(in.CgroupName))
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, l := range strings.Split(string(mi), "\n") {
+		if fields := strings.Fields(l); len(fields) > 4 && strings.HasPrefix(fields[4], in.StateDir+"/") {
+			f.Mounts++
+		}
+	}
+	runs, _ := os.ReadDir(filepath.Join(in.StateDir, "runs"))
+	f.RunDirs = len(runs)
+	fdDir := "/proc/" + strconv.Itoa(in.PID) + "/fd"
+	fds, _ := os.ReadDir(fdDir)
+	for _, fd := range fds {
+		t, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
+		if err != nil {
+			continue // closed since the listing
+		}
+		if in.DataDir != "" && strings.HasPrefix(t, in.DataDir+"/") {
+			continue
+		}
+		f.FDs[cutInode(t)]++
+	}
+	return f
+}
+
+// Diff lists, one line each, how f differs from base; nil when they are
+// equal.
+func (f Footprint) Diff(base Footprint) []string {
+	var d []string
+	for _, c := range []struct {
+		what      string
+		now, then int
+	}{{"sandbox processes", f.Procs, base.Procs}, {"cgroups", f.Cgroups, base.Cgroups},
+		{"mounts", f.Mounts, base.Mounts}, {"run dirs", f.RunDirs, base.RunDirs}} {
+		if c.now != c.then {
+			d = append(d, fmt.Sprintf("%s: %d, was %d", c.what, c.now, c.then))
+		}
+	}
+	if !slices.Equal(f.Roots, base.Roots) {
+		d = append(d, fmt.Sprintf("sandbox roots started by the server: %v, was %v", f.Roots, base.Roots))
+	}
+	for _, t := range slices.Sorted(maps.Keys(mergeKeys(f.FDs, base.FDs))) {
+		if f.FDs[t] != base.FDs[t] {
+			d = append(d, fmt.Sprintf("server descriptors to %s: %d, was %d", t, f.FDs[t], base.FDs[t]))
+		}
+	}
+	return d
+}
+
+func mergeKeys(a, b map[string]int) map[string]int {
+	m := maps.Clone(a)
+	for k := range b {
+		m[k] = 0
+	}
+	return m
+}
+
+// cutInode turns "socket:[123]" into "socket:[]": which socket or pipe a
+// descriptor is changes from run to run, how many there are must not.
+func cutInode(target string) string {
+	i := strings.LastIndexByte(target, '[')
+	if i < 0 || !strings.HasSuffix(target, "]") {
+		return target
+	}
+	if _, err := strconv.ParseUint(target[i+1:len(target)-1], 10, 64); err != nil {
+		return target // anon_inode:[pidfd] says what it is: keep it
+	}
+	return target[:i] + "[]"
+}
+
+// parent returns pid's parent pid, 0 if pid is gone.
+func parent(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
+}
+
+// RunCgroups lists the cgroups below every directory named name in the
+// cgroup hierarchies (one per controller on v1, one on v2).
+func RunCgroups(name string) []string {
+	var found []string
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if d.Name() == name {
+			subs, _ := os.ReadDir(p)
+			for _, s := range subs {
+				if s.IsDir() {
+					found = append(found, filepath.Join(p, s.Name()))
+				}
+			}
+			return filepath.SkipDir
+		}
+		if strings.Count(p, "/") > 8 {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return found
+}

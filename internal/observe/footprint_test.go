@@ -1,0 +1,99 @@
+package observe
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestCutInode(t *testing.T) {
+	for in, want := range map[string]string{
+		"socket:[12345]":     "socket:[]",
+		"pipe:[7]":           "pipe:[]",
+		"anon_inode:[pidfd]": "anon_inode:[pidfd]",
+		"/run/boxer/lock":    "/run/boxer/lock",
+		"/tmp/odd[1]":        "/tmp/odd[]",
+	} {
+		if got := cutInode(in); got != want {
+			t.Errorf("cutInode(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParent(t *testing.T) {
+	if got := parent(os.Getpid()); got != os.Getppid() {
+		t.Fatalf("parent of this process: %d, want %d", got, os.Getppid())
+	}
+	if got := parent(1 << 30); got != 0 {
+		t.Fatalf("parent of no process: %d", got)
+	}
+}
+
+// A snapshot of this test process as if it were a server: a new run dir, a
+// new descriptor and a new cgroup each show as a difference, and undoing
+// them makes the footprints equal again.
+func TestSnapshotDiff(t *testing.T) {
+	state := t.TempDir()
+	if err := os.Mkdir(filepath.Join(state, "runs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	in := Instance{PID: os.Getpid(), StateDir: state, CgroupName: fmt.Sprintf("observe-test-%d", os.Getpid()), IDBase: 4_000_000_000, DataDir: data}
+	base := Snapshot(in)
+	if d := Snapshot(in).Diff(base); d != nil {
+		t.Fatalf("two snapshots of an idle process differ: %v", d)
+	}
+
+	run := filepath.Join(state, "runs", "r1")
+	if err := os.Mkdir(run, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := os.Create(filepath.Join(data, "boxer.db")) // not counted
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	want := []string{"run dirs: 1, was 0", "server descriptors to " + run + ": 1, was 0"}
+	cg := fakeCgroupBase(t, in.CgroupName)
+	if cg != "" {
+		if err := os.Mkdir(filepath.Join(cg, "r1"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(filepath.Join(cg, "r1"))
+		want = slices.Insert(want, 0, "cgroups: 1, was 0")
+	}
+	if d := Snapshot(in).Diff(base); !slices.Equal(d, want) {
+		t.Fatalf("diff %q, want %q", d, want)
+	}
+	f.Close()
+	os.Remove(run)
+	if cg != "" {
+		os.Remove(filepath.Join(cg, "r1"))
+	}
+	if d := Snapshot(in).Diff(base); d != nil {
+		t.Fatalf("after cleaning up: %v", d)
+	}
+}
+
+// fakeCgroupBase makes an empty cgroup named name in one hierarchy and
+// returns it, or "" when this process may not (not root).
+func fakeCgroupBase(t *testing.T, name string) string {
+	t.Helper()
+	root := "/sys/fs/cgroup/pids" // v1
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		root = "/sys/fs/cgroup" // v2
+	}
+	dir := filepath.Join(root, name)
+	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+		t.Logf("no cgroup check: %v", err)
+		return ""
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	return dir
+}
