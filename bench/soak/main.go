@@ -6,7 +6,10 @@
 //     limit, an output flood truncated, refused bad input);
 //   - afterwards no sandbox process, cgroup, mount or run directory is left
 //     beyond what the idle warm pool holds, the server's open descriptors
-//     are back where they started, and its RSS is within 10% of its start.
+//     are back where they started, and its RSS is within 10% of the
+//     baseline, taken after a warm-up burst of the mix at full concurrency
+//     (what a server grows once under load is not a leak; the RSS before
+//     the warm-up is printed too).
 //
 // It builds cmd/boxer, starts it on a free loopback port with its own state
 // and data dirs, prints the figures, and exits 1 on any failure. Root.
@@ -130,55 +133,25 @@ func run() error {
 	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
 	pid := cmd.Process.Pid
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency}, Timeout: 5 * time.Minute}
-	// Warm up with every kind once (one-time allocations belong in the
-	// baseline), let the pool settle, then take the baseline.
-	for _, k := range kinds {
-		post(client, url, k)
-	}
-	for range 5 {
-		post(client, url, kinds[0])
+	ids := sandbox.Config{StateDir: state}.WithDefaults()
+	start := snapshot(pid, state, ids)
+	// Warm up with a burst of the mix at full concurrency: what a server
+	// grows once under load (threads, code pages touched, the allocators'
+	// high-water marks, the health figures' window) belongs in the
+	// baseline; what it keeps growing afterwards is a leak. Then let the
+	// pool settle and take the baseline.
+	if failed, failures := load(client, url, max(2**concurrency, len(kinds))); failed > 0 {
+		return fmt.Errorf("warm-up: %d wrong: %v", failed, failures)
 	}
 	client.CloseIdleConnections()
-	time.Sleep(3 * time.Second) // the pool refills, the server frees its burst
-	ids := sandbox.Config{StateDir: state}.WithDefaults()
-	before := snapshot(pid, state, ids)
-	fmt.Printf("soak: %d requests, concurrency %d, %d kinds; baseline %s\n", *total, *concurrency, len(kinds), before)
+	before := settled(pid, state, ids)
+	fmt.Printf("soak: %d requests, concurrency %d, %d kinds; at start: server RSS %.1f MiB; after a warm-up burst: %s\n",
+		*total, *concurrency, len(kinds), float64(start.rss)/(1<<20), before)
 
-	var next, failed atomic.Int64
-	var mu sync.Mutex
-	var failures []string
-	perKind := make([]atomic.Int64, len(kinds))
 	t0 := time.Now()
-	var wg sync.WaitGroup
-	for range *concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(*total) {
-					return
-				}
-				k := kinds[i%int64(len(kinds))]
-				code, m, err := post(client, url, k)
-				if err == nil {
-					err = k.check(code, m)
-				}
-				perKind[i%int64(len(kinds))].Add(1)
-				if err != nil {
-					failed.Add(1)
-					mu.Lock()
-					if len(failures) < 10 {
-						failures = append(failures, k.name+": "+trim(err.Error()))
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	failed, failures := load(client, url, *total)
 	elapsed := time.Since(t0)
-	fmt.Printf("soak: %d requests in %v (%.1f/s), %d wrong\n", *total, elapsed.Round(time.Millisecond), float64(*total)/elapsed.Seconds(), failed.Load())
+	fmt.Printf("soak: %d requests in %v (%.1f/s), %d wrong\n", *total, elapsed.Round(time.Millisecond), float64(*total)/elapsed.Seconds(), failed)
 	for _, f := range failures {
 		fmt.Println("  ", f)
 	}
@@ -197,7 +170,64 @@ func run() error {
 		}
 	}
 	fmt.Printf("soak: after %s\n", after)
-	return errors.Join(want(failed.Load() == 0, "%d responses had the wrong outcome", failed.Load()), after.leaksVs(before))
+	return errors.Join(want(failed == 0, "%d responses had the wrong outcome", failed), after.leaksVs(before))
+}
+
+// load sends n requests of the mix, kind after kind, at the -c
+// concurrency, and checks each answer. It returns how many were wrong and
+// the first few failures.
+func load(client *http.Client, url string, n int) (int64, []string) {
+	var next, failed atomic.Int64
+	var mu sync.Mutex
+	var failures []string
+	var wg sync.WaitGroup
+	for range *concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				k := kinds[i%int64(len(kinds))]
+				code, m, err := post(client, url, k)
+				if err == nil {
+					err = k.check(code, m)
+				}
+				if err != nil {
+					failed.Add(1)
+					mu.Lock()
+					if len(failures) < 10 {
+						failures = append(failures, k.name+": "+trim(err.Error()))
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return failed.Load(), failures
+}
+
+// settled waits until the server's footprint holds still for a second
+// (the pool refilled, spent sandboxes gone) and returns it.
+func settled(pid int, state string, ids sandbox.Config) footprint {
+	prev := snapshot(pid, state, ids)
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(time.Second) // polling interval
+		now := snapshot(pid, state, ids)
+		if now.sameCounts(prev) {
+			return now
+		}
+		prev = now
+	}
+	return prev
+}
+
+// sameCounts reports whether s and o hold the same number of everything.
+func (s footprint) sameCounts(o footprint) bool {
+	return s.procs == o.procs && s.cgroups == o.cgroups && s.mounts == o.mounts && s.runDirs == o.runDirs && s.fds == o.fds
 }
 
 // footprint is what the server and its sandboxes hold on the host.
