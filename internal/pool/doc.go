@@ -28,15 +28,18 @@
 // writes, and CPython writes a reference count on every object it touches,
 // is a copy-on-write fault. On the 2-core VM this was built on a fault
 // costs 15 to 40 us, several times bare metal, and a warm print(2+2) takes
-// about 1,100 of them: some 300 in CPython's own after-fork work, 190 in
-// reseeding numpy, 370 in the child's set-up and 150 in the job. Two
-// things follow. The zygote stays one thread on one CPU (the pools numpy's
+// about 1,000 of them (counted with perf over the zygote and its
+// children): some 300 in CPython's own after-fork work, 70 in reseeding
+// numpy, 230 in the child's set-up, 140 in the rehearsal that takes the
+// job's first faults before the job arrives, 140 in the job and 100 in the
+// zygote's own loop. Two things follow. The zygote stays one thread on one CPU (the pools numpy's
 // BLAS and numexpr start at import are capped at one thread while it
 // imports), because each fault's TLB flush must otherwise reach every CPU
-// its address space is live on; that alone cut the zygote tree's CPU per
-// job by a fifth. And the rest of the cost is in the number of pages a
-// child touches, which is where further work lies (a set-up written in C
-// would skip the 370).
+// its address space is live on (in a profile under load, those IPIs were
+// a fifth of the zygote tree's samples, and nearly gone once it was
+// pinned). The rest of the cost is in the number of pages a child
+// touches, which is where further work lies (a set-up written in C would
+// skip most of the 370).
 //
 // This package is the policy around that mechanism:
 //
