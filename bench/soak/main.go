@@ -24,7 +24,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -133,8 +132,9 @@ func run() error {
 	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
 	pid := cmd.Process.Pid
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency}, Timeout: 5 * time.Minute}
-	ids := sandbox.Config{StateDir: state}.WithDefaults()
-	start := snapshot(pid, state, ids)
+	cfg := sandbox.Config{StateDir: state}.WithDefaults()
+	in := observe.Instance{PID: pid, StateDir: state, CgroupName: cfg.CgroupName, IDBase: cfg.IDBase}
+	start := snapshot(in)
 	// Warm up with a burst of the mix at full concurrency: what a server
 	// grows once under load (threads, code pages touched, the allocators'
 	// high-water marks, the health figures' window) belongs in the
@@ -144,7 +144,7 @@ func run() error {
 		return fmt.Errorf("warm-up: %d wrong: %v", failed, failures)
 	}
 	client.CloseIdleConnections()
-	before := settled(pid, state, ids)
+	before := settle(in, func(now, prev footprint) bool { return now.sameCounts(prev) })
 	fmt.Printf("soak: %d requests, concurrency %d, %d kinds; at start: server RSS %.1f MiB; after a warm-up burst: %s\n",
 		*total, *concurrency, len(kinds), float64(start.rss)/(1<<20), before)
 
@@ -160,15 +160,7 @@ func run() error {
 	// server descriptor), let the pool settle and spent sandboxes go, then
 	// compare with the baseline.
 	client.CloseIdleConnections()
-	var after footprint
-	settle := time.Now().Add(60 * time.Second)
-	for {
-		time.Sleep(time.Second)
-		after = snapshot(pid, state, ids)
-		if after.leaksVs(before) == nil || time.Now().After(settle) {
-			break
-		}
-	}
+	after := settle(in, func(now, _ footprint) bool { return now.leaksVs(before) == nil })
 	fmt.Printf("soak: after %s\n", after)
 	return errors.Join(want(failed == 0, "%d responses had the wrong outcome", failed), after.leaksVs(before))
 }
@@ -210,14 +202,14 @@ func load(client *http.Client, url string, n int) (int64, []string) {
 	return failed.Load(), failures
 }
 
-// settled waits until the server's footprint holds still for a second
-// (the pool refilled, spent sandboxes gone) and returns it.
-func settled(pid int, state string, ids sandbox.Config) footprint {
-	prev := snapshot(pid, state, ids)
+// settle polls in's footprint once a second until done(now, previous)
+// holds, or for a minute, and returns the last one.
+func settle(in observe.Instance, done func(now, prev footprint) bool) footprint {
+	prev := snapshot(in)
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
 		time.Sleep(time.Second) // polling interval
-		now := snapshot(pid, state, ids)
-		if now.sameCounts(prev) {
+		now := snapshot(in)
+		if done(now, prev) {
 			return now
 		}
 		prev = now
@@ -227,42 +219,42 @@ func settled(pid int, state string, ids sandbox.Config) footprint {
 
 // sameCounts reports whether s and o hold the same number of everything.
 func (s footprint) sameCounts(o footprint) bool {
-	return s.procs == o.procs && s.cgroups == o.cgroups && s.mounts == o.mounts && s.runDirs == o.runDirs && s.fds == o.fds
+	return len(s.Diff(o.Footprint)) == 0
 }
 
-// footprint is what the server and its sandboxes hold on the host.
+// footprint is what the server and its sandboxes hold on the host, and
+// the server's RSS.
 type footprint struct {
-	procs, cgroups, mounts, runDirs, fds int
-	rss                                  int64
-	fdTargets                            map[string]int // what the server's descriptors point at
+	observe.Footprint
+	rss int64
 }
 
 func (s footprint) String() string {
+	fds := 0
+	for _, n := range s.FDs {
+		fds += n
+	}
 	return fmt.Sprintf("sandbox processes %d, cgroups %d, mounts %d, run dirs %d, server fds %d, server RSS %.1f MiB",
-		s.procs, s.cgroups, s.mounts, s.runDirs, s.fds, float64(s.rss)/(1<<20))
+		s.Procs, s.Cgroups, s.Mounts, s.RunDirs, fds, float64(s.rss)/(1<<20))
 }
 
 // leaksVs compares with the baseline: the idle pool is the same size, so
-// everything but RSS (allowed 10%) must be back where it was.
+// nothing but RSS (allowed 10%) may have grown.
 func (s footprint) leaksVs(b footprint) error {
 	var errs []error
 	for _, c := range []struct {
 		what      string
 		now, then int
-	}{{"sandbox processes", s.procs, b.procs}, {"cgroups", s.cgroups, b.cgroups}, {"mounts", s.mounts, b.mounts},
-		{"run dirs", s.runDirs, b.runDirs}, {"server fds", s.fds, b.fds}} {
+	}{{"sandbox processes", s.Procs, b.Procs}, {"cgroups", s.Cgroups, b.Cgroups}, {"mounts", s.Mounts, b.Mounts},
+		{"run dirs", s.RunDirs, b.RunDirs}} {
 		if c.now > c.then {
 			errs = append(errs, fmt.Errorf("%s: %d after, %d before", c.what, c.now, c.then))
 		}
 	}
-	if s.fds > b.fds {
-		var extra []string
-		for t, n := range s.fdTargets {
-			if n > b.fdTargets[t] {
-				extra = append(extra, fmt.Sprintf("%s x%d", t, n-b.fdTargets[t]))
-			}
+	for t, n := range s.FDs {
+		if n > b.FDs[t] {
+			errs = append(errs, fmt.Errorf("server descriptors to %s: %d after, %d before", t, n, b.FDs[t]))
 		}
-		errs = append(errs, fmt.Errorf("new server descriptors: %v", extra))
 	}
 	if float64(s.rss) > 1.1*float64(b.rss) {
 		errs = append(errs, fmt.Errorf("server RSS %.1f MiB after, %.1f MiB before (over 10%%)", float64(s.rss)/(1<<20), float64(b.rss)/(1<<20)))
@@ -270,42 +262,9 @@ func (s footprint) leaksVs(b footprint) error {
 	return errors.Join(errs...)
 }
 
-func snapshot(pid int, stateDir string, cfg sandbox.Config) footprint {
-	var s footprint
-	s.procs = len(observe.LiveProcesses(cfg.IDBase, cfg.IDBase+65536))
-	filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		if d.Name() == cfg.CgroupName {
-			subs, _ := os.ReadDir(p)
-			for _, sub := range subs {
-				if sub.IsDir() {
-					s.cgroups++
-				}
-			}
-			return filepath.SkipDir
-		}
-		if strings.Count(p, "/") > 8 {
-			return filepath.SkipDir
-		}
-		return nil
-	})
-	mi, _ := os.ReadFile("/proc/self/mountinfo")
-	s.mounts = strings.Count(string(mi), stateDir)
-	runs, _ := os.ReadDir(filepath.Join(stateDir, "runs"))
-	s.runDirs = len(runs)
-	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	s.fds = len(fds)
-	s.fdTargets = map[string]int{}
-	for _, fd := range fds {
-		t, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
-		if i := strings.IndexByte(t, '['); i >= 0 { // socket:[123] -> socket
-			t = t[:i]
-		}
-		s.fdTargets[t]++
-	}
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+func snapshot(in observe.Instance) footprint {
+	s := footprint{Footprint: observe.Snapshot(in)}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", in.PID))
 	for _, l := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(l); len(f) > 1 && f[0] == "VmRSS:" {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
