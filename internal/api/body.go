@@ -16,9 +16,9 @@ import (
 // timeout. The limit is enforced while reading (http.MaxBytesReader), so an
 // oversized body costs limit bytes of memory, not its own size, and the
 // connection is closed after the 413. The timeout is a read deadline on the
-// connection, lifted once the body is in (net/http clears it too when it
-// starts watching for a client that goes away): a run may take longer than
-// any body should.
+// connection; net/http clears it when the body reaches its end and it
+// starts watching for a client that goes away, so a run may take longer
+// than any body should (TestHTTPRunOutlastsBodyTimeout).
 func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, *boxer.Error) {
 	if e := checkContentType(r.Header); e != nil {
 		return nil, e
@@ -31,11 +31,6 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 		return nil, boxer.Errorf(boxer.ECodeInternal, "could not bound the body's read time: %v", err)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err == nil {
-		if err := rc.SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return nil, boxer.Errorf(boxer.ECodeInternal, "could not lift the body's read deadline: %v", err)
-		}
-	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		switch {
