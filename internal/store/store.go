@@ -32,6 +32,9 @@ const busyTimeout = 10 * time.Second
 // connections let health queries read (WAL) while a write is in progress.
 const maxOpenConns = 4
 
+// cacheKiB is each connection's SQLite page cache; see dsnParams.
+const cacheKiB = 256
+
 // Store is the embedded database. Create it with Open; Close it when done.
 type Store struct {
 	db   *sql.DB
@@ -114,6 +117,13 @@ func dsnParams() url.Values {
 	// loss, since a client that got it may rely on a replay returning it.
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "foreign_keys(1)")
+	// SQLite's own page cache defaults to 2 MiB per connection, allocated
+	// outside the Go heap and never given back: a server's RSS grew by
+	// that much times the pool as the database did (10,000 calls in the
+	// soak: +3 MiB, never returned). The hot pages are the B-trees' right
+	// edges and the kernel's page cache holds the rest, so 256 KiB each
+	// bounds the growth at 1 MiB for the pool without a slower request.
+	q.Add("_pragma", fmt.Sprintf("cache_size(-%d)", cacheKiB))
 	// Transactions take the write lock at BEGIN. A deferred transaction that
 	// reads and then writes can fail with SQLITE_BUSY without waiting when
 	// another connection wrote in between; IMMEDIATE waits instead.

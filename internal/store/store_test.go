@@ -93,6 +93,7 @@ func TestOpenSettings(t *testing.T) {
 		{"foreign_keys", "1"},
 		{"busy_timeout", "10000"},
 		{"synchronous", "2"},
+		{"cache_size", "-256"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pragma, func(t *testing.T) {
