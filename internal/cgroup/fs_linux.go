@@ -2,6 +2,7 @@ package cgroup
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -124,22 +125,64 @@ func (f fsys) write(file, data string) error {
 	return nil
 }
 
+// written remembers what Set last wrote to each control file of one
+// cgroup, so that a Set changing one limit writes one file: a warm child's
+// limits are set when it is prepared and again, mostly unchanged, on the
+// job's path when its job arrives. Nothing else writes a run's control
+// files (its processes cannot), so the memory stays true. Like Set, it is
+// not for concurrent use.
+type written map[string]string
+
+// put writes value to file unless the last put there wrote the same.
+func (w written) put(f fsys, file, value string) error {
+	if v, ok := w[file]; ok && v == value {
+		return nil
+	}
+	delete(w, file) // a failed write may have left the old value or not
+	if err := f.write(file, value); err != nil {
+		return err
+	}
+	w[file] = value
+	return nil
+}
+
+// writeFile and readFile use the system calls directly: os.OpenFile would
+// register every cgroupfs file with the runtime's poller (cgroupfs files
+// are pollable), four extra system calls per access on the job's path.
 func writeFile(file, data string) error {
 	// O_TRUNC is ignored by cgroupfs; it keeps a fake tree's files exact.
-	fh, err := os.OpenFile(file, os.O_WRONLY|os.O_TRUNC, 0)
+	fd, err := unix.Open(file, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
-	_, err = fh.WriteString(data)
-	return errors.Join(err, fh.Close())
+	n, err := unix.Write(fd, []byte(data))
+	if err == nil && n != len(data) {
+		err = io.ErrShortWrite
+	}
+	return errors.Join(err, unix.Close(fd))
 }
 
 func readFile(file string) (string, error) {
-	b, err := os.ReadFile(file)
+	fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", newFileError("read", file, err)
 	}
-	return string(b), nil
+	defer unix.Close(fd)
+	var b []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", newFileError("read", file, err)
+		}
+		if n == 0 {
+			return string(b), nil
+		}
+		b = append(b, buf[:n]...)
+	}
 }
 
 // exists reports whether a control file is there; the optional ones

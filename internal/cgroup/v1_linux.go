@@ -77,7 +77,7 @@ func (m *v1Manager) Create(name string, r Resources) (_ Cgroup, retErr error) {
 
 // cgroup returns the run cgroup name, without creating it.
 func (m *v1Manager) cgroup(name string) *v1Cgroup {
-	c := &v1Cgroup{fs: m.fs, dirs: make(map[string]string)}
+	c := &v1Cgroup{fs: m.fs, dirs: make(map[string]string), set: written{}}
 	for ctl, base := range m.bases {
 		c.dirs[ctl] = filepath.Join(base, name)
 	}
@@ -89,7 +89,7 @@ func (m *v1Manager) CleanupStale() error {
 	// The base as a whole is one cgroup per hierarchy: freezing and killing
 	// it takes every stale run with it, and any stray process put in the
 	// base itself.
-	base := &v1Cgroup{fs: m.fs, dirs: m.bases, distinct: distinct(m.bases)}
+	base := &v1Cgroup{fs: m.fs, dirs: m.bases, distinct: distinct(m.bases), set: written{}}
 	if err := base.Kill(); err != nil {
 		return err
 	}
@@ -127,6 +127,7 @@ type v1Cgroup struct {
 	// hierarchy; distinct lists each directory once.
 	dirs     map[string]string
 	distinct []string
+	set      written
 }
 
 func (c *v1Cgroup) Path() string { return c.dirs["memory"] }
@@ -141,52 +142,62 @@ func (c *v1Cgroup) Set(r Resources) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
-	if err := c.fs.write(c.file("cpu", "cpu.cfs_period_us"), strconv.Itoa(cfsPeriodUs)); err != nil {
+	if err := c.set.put(c.fs, c.file("cpu", "cpu.cfs_period_us"), strconv.Itoa(cfsPeriodUs)); err != nil {
 		return err
 	}
-	if err := c.fs.write(c.file("cpu", "cpu.cfs_quota_us"), strconv.FormatInt(r.cpuQuotaUs(), 10)); err != nil {
+	if err := c.set.put(c.fs, c.file("cpu", "cpu.cfs_quota_us"), strconv.FormatInt(r.cpuQuotaUs(), 10)); err != nil {
 		return err
 	}
-	if err := c.fs.write(c.file("cpu", "cpu.shares"), strconv.Itoa(max(2, r.weight()*1024/100))); err != nil {
+	if err := c.set.put(c.fs, c.file("cpu", "cpu.shares"), strconv.Itoa(max(2, r.weight()*1024/100))); err != nil {
 		return err
 	}
 	if err := c.setMemory(r.MemoryBytes); err != nil {
 		return err
 	}
-	// v1 counts TCP socket buffers apart from the memory limit, so without
-	// this a run could pin the host's whole tcp_mem (gigabytes) in unread
-	// loopback data. (v2 charges socket memory to memory.max.)
-	if tcp := c.file("memory", "memory.kmem.tcp.limit_in_bytes"); exists(tcp) {
-		value := "-1"
-		if r.MemoryBytes > 0 {
-			value = strconv.FormatInt(r.MemoryBytes, 10)
-		}
-		if err := c.fs.write(tcp, value); err != nil {
-			return err
-		}
-	}
 	// Best effort: swappiness is not writable on every kernel, and with
 	// memsw capped swapping cannot get a run past its limit anyway; it only
 	// keeps a run from being slowed down by swap.
-	_ = c.fs.write(c.file("memory", "memory.swappiness"), "0")
+	_ = c.set.put(c.fs, c.file("memory", "memory.swappiness"), "0")
 	pids := "max"
 	if r.Pids > 0 {
 		pids = strconv.Itoa(r.Pids)
 	}
-	return c.fs.write(c.file("pids", "pids.max"), pids)
+	return c.set.put(c.fs, c.file("pids", "pids.max"), pids)
 }
 
 // setMemory sets memory.limit_in_bytes and, where swap accounting exists,
 // memory.memsw.limit_in_bytes (memory plus swap) to the same value, so swap
 // is no way around the limit. The kernel insists on memsw >= limit at every
 // moment, so a raise writes memsw first and a cut writes the limit first.
+// v1 counts TCP socket buffers apart from the memory limit, so the limit
+// goes to memory.kmem.tcp.limit_in_bytes too: without it a run could pin
+// the host's whole tcp_mem (gigabytes) in unread loopback data. (v2
+// charges socket memory to memory.max.)
 func (c *v1Cgroup) setMemory(bytes int64) error {
 	limitFile := c.file("memory", "memory.limit_in_bytes")
 	memswFile := c.file("memory", "memory.memsw.limit_in_bytes")
+	tcpFile := c.file("memory", "memory.kmem.tcp.limit_in_bytes")
 	value := "-1"
 	if bytes > 0 {
 		value = strconv.FormatInt(bytes, 10)
 	}
+	if v, ok := c.set[limitFile]; ok && v == value {
+		return nil
+	}
+	delete(c.set, limitFile)
+	if err := c.writeMemory(bytes, value, limitFile, memswFile); err != nil {
+		return err
+	}
+	if exists(tcpFile) {
+		if err := c.fs.write(tcpFile, value); err != nil {
+			return err
+		}
+	}
+	c.set[limitFile] = value
+	return nil
+}
+
+func (c *v1Cgroup) writeMemory(bytes int64, value, limitFile, memswFile string) error {
 	if !exists(memswFile) {
 		return c.fs.write(limitFile, value)
 	}

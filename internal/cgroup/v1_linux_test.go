@@ -239,6 +239,7 @@ func TestV1SetReadBack(t *testing.T) {
 		{"raise memory", Resources{CPUs: 0.25, MemoryBytes: 256 << 20, Pids: 100}, 25000, 256 << 20, "100"},
 		{"lift all", Resources{}, -1, unlimited, "max"},
 		{"set again", Resources{CPUs: 0.1, MemoryBytes: 100 << 20, Pids: 1}, 10000, 100 << 20, "1"},
+		{"the same, written only where changed", Resources{CPUs: 0.1, MemoryBytes: 100 << 20, Pids: 1, Weight: 10}, 10000, 100 << 20, "1"},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {

@@ -130,7 +130,7 @@ func (m *v2Manager) Create(name string, r Resources) (_ Cgroup, retErr error) {
 			_ = m.fs.rmdir(dir)
 		}
 	}()
-	c := &v2Cgroup{fs: m.fs, dir: dir, fd: -1}
+	c := &v2Cgroup{fs: m.fs, dir: dir, fd: -1, set: written{}}
 	if err := c.Set(r); err != nil {
 		return nil, err
 	}
@@ -182,6 +182,7 @@ func (m *v2Manager) Check() error {
 type v2Cgroup struct {
 	fs  fsys
 	dir string
+	set written
 
 	mu sync.Mutex
 	// fd is the directory fd handed out by FD; -1 once Destroy closed it.
@@ -206,24 +207,24 @@ func (c *v2Cgroup) Set(r Resources) error {
 	if q := r.cpuQuotaUs(); q > 0 {
 		quota = strconv.FormatInt(q, 10)
 	}
-	if err := c.fs.write(c.file("cpu.max"), quota+" "+strconv.Itoa(cfsPeriodUs)); err != nil {
+	if err := c.set.put(c.fs, c.file("cpu.max"), quota+" "+strconv.Itoa(cfsPeriodUs)); err != nil {
 		return err
 	}
-	if err := c.fs.write(c.file("cpu.weight"), strconv.Itoa(r.weight())); err != nil {
+	if err := c.set.put(c.fs, c.file("cpu.weight"), strconv.Itoa(r.weight())); err != nil {
 		return err
 	}
 	mem := "max"
 	if r.MemoryBytes > 0 {
 		mem = strconv.FormatInt(r.MemoryBytes, 10)
 	}
-	if err := c.fs.write(c.file("memory.max"), mem); err != nil {
+	if err := c.set.put(c.fs, c.file("memory.max"), mem); err != nil {
 		return err
 	}
 	// No swap at all, limit or not: v2 counts swap apart from memory.max,
 	// so any swap allowance would be memory beyond the limit. The file is
 	// missing when the kernel has no swap support.
-	if swap := c.file("memory.swap.max"); exists(swap) {
-		if err := c.fs.write(swap, "0"); err != nil {
+	if swap := c.file("memory.swap.max"); c.set[swap] != "0" && exists(swap) {
+		if err := c.set.put(c.fs, swap, "0"); err != nil {
 			return err
 		}
 	}
@@ -231,7 +232,7 @@ func (c *v2Cgroup) Set(r Resources) error {
 	if r.Pids > 0 {
 		pids = strconv.Itoa(r.Pids)
 	}
-	return c.fs.write(c.file("pids.max"), pids)
+	return c.set.put(c.fs, c.file("pids.max"), pids)
 }
 
 func (c *v2Cgroup) Add(pid int) error {

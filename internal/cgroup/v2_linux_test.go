@@ -198,6 +198,51 @@ func TestV2Set(t *testing.T) {
 	}
 }
 
+// A Set writes only the control files whose value changes, and a write
+// that failed is tried again by the next Set.
+func TestV2SetWritesOnlyChanges(t *testing.T) {
+	f := newFakeV2(t)
+	m := f.newManager("b")
+	r := Resources{CPUs: 1, MemoryBytes: 64 << 20, Pids: 16, Weight: 10}
+	c, err := m.Create("run", r)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() { destroy(t, c) })
+	run := f.parent + "/b/run/"
+	steps := []struct {
+		name    string
+		r       Resources
+		failing string // a control file whose write fails in this step
+		want    []string
+	}{
+		{"same again", r, "", nil},
+		{"the job's weight", Resources{CPUs: 1, MemoryBytes: 64 << 20, Pids: 16}, "", []string{run + "cpu.weight=100"}},
+		{"pids fails", Resources{CPUs: 1, MemoryBytes: 64 << 20, Pids: 8}, "pids.max", []string{run + "pids.max=8"}},
+		{"pids retried", Resources{CPUs: 1, MemoryBytes: 64 << 20, Pids: 8}, "", []string{run + "pids.max=8"}},
+		{"memory and cpu", Resources{CPUs: 0.5, MemoryBytes: 32 << 20, Pids: 8}, "", []string{run + "cpu.max=50000 100000", run + "memory.max=33554432"}},
+	}
+	for _, st := range steps {
+		before := len(f.written())
+		f.onWrite = func(file, data string) error {
+			if st.failing != "" && strings.HasSuffix(file, "/"+st.failing) {
+				return unix.EIO
+			}
+			return errSkip
+		}
+		err := c.Set(st.r)
+		if (err != nil) != (st.failing != "") {
+			t.Errorf("%s: Set = %v, want failure %v", st.name, err, st.failing != "")
+		}
+		if got := f.written()[before:]; !slices.Equal(got, st.want) {
+			t.Errorf("%s: wrote %q, want %q", st.name, got, st.want)
+		}
+	}
+	if got := f.get(run, "pids.max"); got != "8" {
+		t.Errorf("pids.max = %q, want 8", got)
+	}
+}
+
 func TestV2SetInvalid(t *testing.T) {
 	f := newFakeV2(t)
 	m := f.newManager("b")
