@@ -262,6 +262,8 @@ func (c *v2Cgroup) Stats() (Stats, error) {
 	return st, nil
 }
 
+func (c *v2Cgroup) Procs() ([]int, error) { return treePids(c.dir) }
+
 func (c *v2Cgroup) Kill() error { return killV2(c.fs, c.dir) }
 
 func (c *v2Cgroup) Destroy() error {
