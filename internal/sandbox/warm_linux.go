@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,10 +31,12 @@ import (
 //	move child (pid from the credentials)
 //	into its cgroup
 //	{"op":"go"}                        ->    unshare mount/IPC/net/cgroup ns,
-//	                                         tmpfs /work /tmp /dev/shm, lo up
-//	                                   <-    {"op":"ready"} + fd of /work
+//	                                         tmpfs /work /tmp /dev/shm, lo up,
 //	                                         drop caps, setresuid, no_new_privs,
-//	                                         seccomp; wait
+//	                                         seccomp, start the keeper
+//	                                   <-    {"op":"ready"} + fd of /work
+//	open a pidfd of the keeper (the
+//	child's one child)                       wait
 //	   (the pool keeps it here)
 //	cgroup limits, files via the fd
 //	{"form":..,"target":..,"args":..}  ->    closes the socket, runs the job
@@ -51,6 +55,11 @@ type Warm struct {
 	nsfds []int
 	pidfd int           // the child, to kill it without the freezer
 	exit  <-chan uint32 // its wait status, from the zygote; closed if the zygote dies
+	// keeper is a pidfd of the process that holds the child's address
+	// space so that the child's exit is not held up by its teardown (see
+	// _keep_memory in zygote.py); keeperPid is its pid.
+	keeper    int
+	keeperPid int
 
 	destroyed sync.Once
 	disk      int64
@@ -74,7 +83,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	}
 	e := z.e
 	z.live.Add(1)
-	w := &Warm{z: z, id: "w" + newID(), slot: slot, work: -1, pidfd: -1, disk: e.cfg.Limits.DiskBytes}
+	w := &Warm{z: z, id: "w" + newID(), slot: slot, work: -1, pidfd: -1, keeper: -1, disk: e.cfg.Limits.DiskBytes}
 	defer func() {
 		if retErr != nil {
 			w.Destroy()
@@ -152,6 +161,9 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	}
 	w.work = ready.fds[0]
 	_ = w.conn.SetReadDeadline(time.Time{})
+	if err := w.findKeeper(pid); err != nil {
+		return nil, err
+	}
 	for _, ns := range []string{"net", "ipc", "mnt"} {
 		fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/%s", pid, ns), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -160,6 +172,26 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 		w.nsfds = append(w.nsfds, fd)
 	}
 	return w, nil
+}
+
+// findKeeper opens a pidfd of the keeper, which is the child's only child
+// until its job runs.
+func (w *Warm) findKeeper(pid int) error {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return fmt.Errorf("warm child's keeper: %w", err)
+	}
+	kids := strings.Fields(string(b))
+	if len(kids) != 1 {
+		return fmt.Errorf("warm child's keeper: want one child, have %q", kids)
+	}
+	if w.keeperPid, err = strconv.Atoi(kids[0]); err != nil {
+		return fmt.Errorf("warm child's keeper: %w", err)
+	}
+	if w.keeper, err = unix.PidfdOpen(w.keeperPid, 0); err != nil {
+		return fmt.Errorf("pidfd of warm child's keeper: %w", err)
+	}
+	return nil
 }
 
 func (w *Warm) send(v any) error {
@@ -249,7 +281,11 @@ func (w *Warm) Fits(lim boxer.Limits) bool { return lim.DiskBytes == w.disk }
 // Run runs job on w in the given form. w is spent afterwards: Destroy it.
 func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form Form) (*boxer.Result, error) {
 	e := w.z.e
-	if err := w.cg.Set(resources(lim)); err != nil {
+	res := resources(lim)
+	if res.Pids > 0 {
+		res.Pids++ // the keeper's
+	}
+	if err := w.cg.Set(res); err != nil {
 		return nil, fmt.Errorf("apply cgroup limits: %w", err)
 	}
 	if err := writeFiles(w.work, w.z.userBase+uint32(w.slot), job.Files); err != nil {
@@ -273,10 +309,27 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form F
 	wall := time.Since(started)
 	// The child is gone; whatever it started goes too, before anything is
 	// read or reported.
-	if err := w.cg.Kill(); err != nil {
+	if err := w.killRest(); err != nil {
 		return nil, fmt.Errorf("kill warm child's processes: %w", err)
 	}
 	return finish(ctx, e, w.id, w.cg, w.work, io, job, out, wall)
+}
+
+// killRest kills what is left of the job once its child has exited. The
+// keeper gets SIGKILL and is left to die: its death is the address
+// space's teardown, which is what it was there to keep off the answer's
+// path. Anything else in the cgroup means processes of the job's own, and
+// then the cgroup is killed and emptied, keeper and all.
+func (w *Warm) killRest() error {
+	if w.keeper < 0 {
+		return w.cg.Kill()
+	}
+	_ = unix.PidfdSendSignal(w.keeper, unix.SIGKILL, nil, 0)
+	procs, err := w.cg.Procs()
+	if err == nil && !slices.ContainsFunc(procs, func(pid int) bool { return pid != w.keeperPid }) {
+		return nil
+	}
+	return w.cg.Kill()
 }
 
 func nonNil(s []string) []string {
@@ -298,6 +351,9 @@ func (w *Warm) destroy() {
 		if f != nil {
 			f.Close()
 		}
+	}
+	if w.keeper >= 0 {
+		_ = unix.PidfdSendSignal(w.keeper, unix.SIGKILL, nil, 0)
 	}
 	if w.pidfd >= 0 {
 		// A live child (never used, or a job cut short) dies by its pidfd
@@ -321,8 +377,10 @@ func (w *Warm) destroy() {
 	for _, fd := range w.nsfds {
 		unix.Close(fd) // the namespaces go now
 	}
-	if w.pidfd >= 0 {
-		unix.Close(w.pidfd)
+	for _, fd := range []int{w.pidfd, w.keeper} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
 	}
 	if !leaked {
 		w.z.slots <- w.slot

@@ -221,3 +221,101 @@ func firstCPU(t *testing.T) string {
 	t.Fatal("no CPU")
 	return ""
 }
+
+// The keeper that holds a warm child's address space (see _keep_memory in
+// zygote.py) is as unprivileged and as confined as the child, blocks the
+// signals a job could use to run code in it, is no child the job can wait
+// for, and is gone once the job is.
+func TestWarmKeeper(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := z.Prepare(ctx)
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	defer w.Destroy()
+	keeper := procStatus(t, w.keeperPid)
+	child := procStatus(t, atoi(t, keeper["PPid"]))
+	for _, k := range []string{"Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+		if keeper[k] != child[k] {
+			t.Errorf("keeper's %s = %q, the child's %q", k, keeper[k], child[k])
+		}
+	}
+	if keeper["Seccomp"] != "2" || keeper["NoNewPrivs"] != "1" || keeper["CapBnd"] != "0000000000000000" {
+		t.Errorf("keeper: Seccomp %s, NoNewPrivs %s, CapBnd %s; want 2, 1, 0", keeper["Seccomp"], keeper["NoNewPrivs"], keeper["CapBnd"])
+	}
+	if st := keeper["State"]; !strings.HasPrefix(st, "R") && !strings.HasPrefix(st, "S") {
+		t.Errorf("keeper's state %q, want running or sleeping", st)
+	}
+	blocked, err := strconv.ParseUint(keeper["SigBlk"], 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sig := range []unix.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGALRM, unix.SIGTERM, unix.SIGCHLD, unix.SIGCONT, unix.SIGTSTP, unix.Signal(34), unix.Signal(64)} {
+		if blocked>>(sig-1)&1 == 0 {
+			t.Errorf("keeper does not block %v (SigBlk %s)", sig, keeper["SigBlk"])
+		}
+	}
+	same := func(what string, read func(pid string) (string, error)) {
+		a, errA := read(strconv.Itoa(w.keeperPid))
+		b, errB := read(keeper["PPid"])
+		if errA != nil || errB != nil || a != b {
+			t.Errorf("keeper's %s = %q (%v), the child's %q (%v)", what, a, errA, b, errB)
+		}
+	}
+	same("cgroup", func(pid string) (string, error) {
+		b, err := os.ReadFile("/proc/" + pid + "/cgroup")
+		return string(b), err
+	})
+	for _, ns := range []string{"mnt", "net", "ipc", "pid", "user", "cgroup", "uts"} {
+		same(ns+" namespace", func(pid string) (string, error) { return os.Readlink("/proc/" + pid + "/ns/" + ns) })
+	}
+	pidfd, err := unix.PidfdOpen(w.keeperPid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pidfd)
+	code := "import os\ntry:\n    print(os.wait())\nexcept ChildProcessError:\n    print('no child to wait for')\n"
+	form, _ := e.WarmForm([]string{"python", "main.py"})
+	job := &boxer.Job{Argv: []string{"python", "main.py"}, Files: []boxer.File{{Path: "main.py", Content: []byte(code)}}}
+	res, err := w.Run(ctx, job, job.Limits.WithDefaults(e.cfg.Limits), form)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.Status != boxer.StatusOK || string(res.Stdout.Data) != "no child to wait for\n" {
+		t.Errorf("%s %q %q", res.Status, res.Stdout.Data, res.Stderr.Data)
+	}
+	w.Destroy()
+	// Destroy returns once the cgroup is empty, so the keeper has exited.
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, 0); n != 1 || err != nil {
+		t.Errorf("keeper still running after Destroy (poll %d, %v)", n, err)
+	}
+}
+
+// procStatus reads /proc/pid/status into a map of trimmed values.
+func procStatus(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			m[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return m
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

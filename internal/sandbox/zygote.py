@@ -42,6 +42,7 @@ import ctypes  # noqa: E402  (imports after the baseline on purpose)
 import fcntl
 import gc
 import json
+import mmap
 import resource
 import select
 import signal
@@ -53,6 +54,13 @@ _OWN = set(sys.modules) - _BASELINE - _PRE
 _libc = ctypes.CDLL(None, use_errno=True)
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWCGROUP = 0x20000, 0x8000000, 0x40000000, 0x2000000
+CLONE_VM, CLONE_FILES = 0x100, 0x400
+_libc.clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+_libc.close_range.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_int]
+_SIGSUSPEND = ctypes.cast(_libc.sigsuspend, ctypes.c_void_p)  # the keeper's body (pause() is not in the filter)
+_ALL_SIGNALS = ctypes.create_string_buffer(128)  # a sigset_t
+_libc.sigfillset(_ALL_SIGNALS)
+_KEEPER_STACK = None
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 24, 38, 22, 2
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
@@ -145,9 +153,10 @@ def _child(req, fds, prog, drop):
         if not sock.recv(64):  # "go": boxer has moved us into our cgroup
             os._exit(0)
         wfd = _isolate(req)
+        _drop(req["uid"], prog)
+        _keep_memory()
         socket.send_fds(sock, [b'{"op":"ready"}'], [wfd])
         os.close(wfd)
-        _drop(req["uid"], prog)
         _rehearse()
         job, _ = _recv(sock)
         sock.close()  # caller code gets no channel to boxer
@@ -163,6 +172,37 @@ def _child(req, fds, prog, drop):
         finally:
             os._exit(70)
     _run(job)
+
+
+def _keep_memory():
+    """Starts the keeper: a process sharing this child's memory and
+    descriptor table (clone with CLONE_VM | CLONE_FILES, no CLONE_THREAD)
+    that sleeps in sigsuspend() with every signal blocked until boxer kills
+    it.
+
+    Tearing down a child's address space (the zygote's page tables, tens of
+    thousands of entries with numpy and pandas pre-imported) takes
+    milliseconds, and the kernel does it before the exit is reported. With
+    the keeper holding the address space the job's exit is reported at
+    once, and the teardown happens when boxer kills the keeper after the
+    answer. The job's descriptors go with it: _finalize closes every one,
+    for the shared table would otherwise keep the output pipes open.
+
+    It is made after _drop, so it has the job's uid, no capabilities, no
+    new privileges, the seccomp filter, the cgroup and namespaces: a job
+    that takes it over (it may signal it, or write the memory they share)
+    gains nothing it did not have. It exits with no signal to anyone, so
+    the job's own wait() never sees it."""
+    global _KEEPER_STACK
+    _KEEPER_STACK = mmap.mmap(-1, 16384)  # never freed: the keeper sleeps on it
+    top = ctypes.addressof(ctypes.c_char.from_buffer(_KEEPER_STACK)) + len(_KEEPER_STACK) - 64
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        pid = _libc.clone(_SIGSUSPEND, ctypes.c_void_p(top), CLONE_VM | CLONE_FILES, ctypes.addressof(_ALL_SIGNALS))
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    if pid < 0:
+        _check(-1, "clone keeper")
 
 
 def _rehearse():
@@ -276,6 +316,16 @@ def _finalize(code):
                 stream.flush()
         except Exception:
             code = 120 if code == 0 else code
+    # Every descriptor, not just the output: the keeper shares the table
+    # (see _keep_memory), and a pipe end left in it would hold off the EOF
+    # boxer waits for.
+    if _libc.close_range(0, 0xFFFFFFFF, 0) != 0:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        for fd in range(soft if 0 <= soft < 1 << 16 else 1 << 16):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
     if code == -2:  # KeyboardInterrupt: die of SIGINT, as the interpreter does
         import signal
 
