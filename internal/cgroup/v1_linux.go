@@ -307,8 +307,12 @@ func (c *v1Cgroup) Kill() error {
 	return err
 }
 
+// Procs reads the pids hierarchy alone: Add puts a process there before
+// any other, and its children are born in the same cgroups, so a process
+// in any hierarchy of the run is in that one. v1 does not promise a
+// cgroup.procs free of repeats.
 func (c *v1Cgroup) Procs() ([]int, error) {
-	pids, err := c.pids()
+	pids, err := treePids(c.dirs["pids"])
 	slices.Sort(pids)
 	return slices.Compact(pids), err
 }
