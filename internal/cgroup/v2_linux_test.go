@@ -357,6 +357,31 @@ func TestV2Stats(t *testing.T) {
 	}
 }
 
+// Procs lists the run's processes and those of any cgroup below it.
+func TestV2Procs(t *testing.T) {
+	f := newFakeV2(t)
+	m := f.newManager("b")
+	c, err := m.Create("run", Resources{})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() { destroy(t, c) })
+	run := f.parent + "/b/run"
+	if procs, err := c.Procs(); err != nil || len(procs) != 0 {
+		t.Errorf("Procs of a new cgroup = %v, %v; want none", procs, err)
+	}
+	f.set(run, "cgroup.procs", "12\n13\n")
+	if err := f.mkdir(f.dir(run + "/sub")); err != nil {
+		t.Fatal(err)
+	}
+	f.set(run+"/sub", "cgroup.procs", "14\n")
+	if procs, err := c.Procs(); err != nil || !slices.Equal(procs, []int{12, 13, 14}) {
+		t.Errorf("Procs = %v, %v; want [12 13 14]", procs, err)
+	}
+	f.set(run, "cgroup.procs", "")
+	f.set(run+"/sub", "cgroup.procs", "")
+}
+
 func TestV2Kill(t *testing.T) {
 	t.Run("cgroup.kill", func(t *testing.T) {
 		f := newFakeV2(t)
