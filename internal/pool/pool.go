@@ -88,7 +88,7 @@ func (p *Pool) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
 	})
 	if err == nil {
 		p.log.Info("warm pool zygote ready", "preimports", p.cfg.PreImports,
-			"modules_loaded", len(z.Preimported), "took", time.Since(t).Round(time.Millisecond))
+			"modules_loaded", len(z.Preimported), "learned_pages", z.LearnedPages, "took", time.Since(t).Round(time.Millisecond))
 	}
 	return z, err
 }

@@ -352,18 +352,17 @@ func (w *Warm) destroy() {
 			f.Close()
 		}
 	}
-	if w.keeper >= 0 {
-		_ = unix.PidfdSendSignal(w.keeper, unix.SIGKILL, nil, 0)
-	}
-	if w.pidfd >= 0 {
-		// A live child (never used, or a job cut short) dies by its pidfd
-		// at once; the cgroup's freezer, slow on v1, is then needed only
-		// for whatever else the job left.
-		if unix.PidfdSendSignal(w.pidfd, unix.SIGKILL, nil, 0) == nil {
-			fds := []unix.PollFd{{Fd: int32(w.pidfd), Events: unix.POLLIN}}
-			_, _ = unix.Poll(fds, 1000) // readable once it is gone; bounded all the same
+	// A live child (never used, or a job cut short) dies by its pidfd at
+	// once, and so does the keeper, whose death is the address space's
+	// teardown. Waiting for both here leaves the cgroup's freezer, slow on
+	// v1, only for whatever else the job left.
+	var dying []unix.PollFd
+	for _, fd := range []int{w.pidfd, w.keeper} {
+		if fd >= 0 && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
+			dying = append(dying, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 		}
 	}
+	awaitGone(dying, time.Second)
 	leaked := false
 	if w.cg != nil {
 		if err := w.cg.Destroy(); err != nil {
@@ -386,4 +385,20 @@ func (w *Warm) destroy() {
 		w.z.slots <- w.slot
 	}
 	w.z.live.Done()
+}
+
+// awaitGone waits until every pidfd in fds is readable (its process has
+// exited), or timeout has passed.
+func awaitGone(fds []unix.PollFd, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for len(fds) > 0 {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		if _, err := unix.Poll(fds, int(left.Milliseconds())+1); err != nil && err != unix.EINTR {
+			return
+		}
+		fds = slices.DeleteFunc(fds, func(p unix.PollFd) bool { return p.Revents != 0 })
+	}
 }

@@ -53,7 +53,12 @@ func TestWarmSmoke(t *testing.T) {
 	if res.Status != boxer.StatusOK || string(res.Stdout.Data) != "4\n" {
 		t.Fatalf("%s %q %q", res.Status, res.Stdout.Data, res.Stderr.Data)
 	}
-	t.Logf("%+v", res.Timing)
+	// The sample job of _learn wrote pages; none learned means the
+	// learning broke and every job pays its faults on its own path again.
+	if z.LearnedPages == 0 {
+		t.Error("the zygote learned no pages from its sample job")
+	}
+	t.Logf("%+v, %d pages learned", res.Timing, z.LearnedPages)
 }
 
 func init() { zygoteStartTimeout = 20 * time.Second }

@@ -50,8 +50,10 @@ type ZygoteConfig struct {
 // a SOCK_SEQPACKET socket, one JSON message per packet:
 //
 //	boxer                                    zygote
-//	seccomp hex, pre-imports (text lines) -> imports, gc.freeze
-//	                                   <-    {"op":"ready","preimported":[...]}
+//	seccomp hex, pre-imports (text lines) -> imports, gc.freeze, learns
+//	                                         a job's pages (zygote.py's _learn)
+//	                                   <-    {"op":"ready","preimported":[...],
+//	                                          "learned_pages":N}
 //	{"uid":N,...} + 4 fds              ->    fork
 //	  (job socket, stdin, stdout, stderr)
 //	                                   <-    {"op":"forked","pid":P}
@@ -68,6 +70,10 @@ type Zygote struct {
 
 	// Preimported lists every module the pre-imports loaded.
 	Preimported []string
+	// LearnedPages counts the pages of the zygote that every child writes
+	// before its job arrives, as a sample job did (see _learn in
+	// zygote.py).
+	LearnedPages int
 
 	forkMu  sync.Mutex     // one fork request in flight, so replies pair with requests
 	replies chan zygoteMsg // the reply to the request in flight
@@ -87,6 +93,7 @@ type zygoteMsg struct {
 	Pid         int      `json:"pid"`
 	Status      uint32   `json:"status"`
 	Preimported []string `json:"preimported"`
+	Learned     int      `json:"learned_pages"`
 }
 
 // StartZygote starts a zygote sandbox and waits until its pre-imports are
@@ -220,7 +227,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		if m.Op != "ready" {
 			return nil, fmt.Errorf("zygote: got %q, want ready", m.Op)
 		}
-		z.Preimported = m.Preimported
+		z.Preimported, z.LearnedPages = m.Preimported, m.Learned
 	case <-z.dead:
 		return nil, fmt.Errorf("zygote died while starting: %s", z.stderrAfterKill())
 	case <-t.C:
