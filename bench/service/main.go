@@ -42,6 +42,8 @@ import (
 	"time"
 
 	"boxer/internal/observe"
+
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -401,7 +403,9 @@ func warmPSS(bin, tmp string) (float64, error) {
 	return (b - a) / (large - small), nil
 }
 
-// treePSS sums Pss over pid and all its descendants.
+// treePSS sums Pss over pid and all its descendants, each address space
+// once: a warm child's keeper shares its child's (see zygote.py), and
+// smaps_rollup would show the same pages under both.
 func treePSS(pid int) float64 {
 	children := map[int][]int{}
 	ents, _ := os.ReadDir("/proc")
@@ -419,10 +423,19 @@ func treePSS(pid int) float64 {
 	for len(stack) > 0 {
 		p := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		sum += float64(smapsKB(p, "Pss:")) * 1024
+		if pp := int(statusKB(p, "PPid:")); p == pid || !sameMemory(pp, p) {
+			sum += float64(smapsKB(p, "Pss:")) * 1024
+		}
 		stack = append(stack, children[p]...)
 	}
 	return sum
+}
+
+// sameMemory reports whether two processes share one address space.
+func sameMemory(a, b int) bool {
+	const kcmpVM = 1
+	r, _, errno := unix.Syscall6(unix.SYS_KCMP, uintptr(a), uintptr(b), kcmpVM, 0, 0, 0)
+	return errno == 0 && r == 0
 }
 
 func statusKB(pid int, key string) int64 { return fieldKB(fmt.Sprintf("/proc/%d/status", pid), key) }
