@@ -281,11 +281,10 @@ func (w *Warm) Fits(lim boxer.Limits) bool { return lim.DiskBytes == w.disk }
 // Run runs job on w in the given form. w is spent afterwards: Destroy it.
 func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form Form) (*boxer.Result, error) {
 	e := w.z.e
-	res := resources(lim)
-	if res.Pids > 0 {
-		res.Pids++ // the keeper's
+	if w.keeper >= 0 && lim.Pids > 0 {
+		lim.Pids++ // the keeper's: it counts in the cgroup and as a process of the job's uid
 	}
-	if err := w.cg.Set(res); err != nil {
+	if err := w.cg.Set(resources(lim)); err != nil {
 		return nil, fmt.Errorf("apply cgroup limits: %w", err)
 	}
 	if err := writeFiles(w.work, w.z.userBase+uint32(w.slot), job.Files); err != nil {

@@ -298,6 +298,31 @@ func TestWarmKeeper(t *testing.T) {
 	if n, err := unix.Poll(fds, 0); n != 1 || err != nil {
 		t.Errorf("keeper still running after Destroy (poll %d, %v)", n, err)
 	}
+
+	// The keeper is not taken out of the job's process budget: the job
+	// forks all but itself of the pids limit (and RLIMIT_NPROC).
+	forks := `import os
+r, w = os.pipe()
+n = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError as e:
+        print(n, e.strerror)
+        break
+    if pid == 0:
+        os.close(w)
+        os.read(r, 1)
+        os._exit(0)
+    n += 1
+os.close(w)
+for _ in range(n):
+    os.wait()
+`
+	res = runWarm(t, z, &boxer.Job{Argv: []string{"python", "main.py"}, Files: []boxer.File{{Path: "main.py", Content: []byte(forks)}}})
+	if want := fmt.Sprintf("%d Resource temporarily unavailable\n", e.cfg.Limits.Pids-1); res.Status != boxer.StatusOK || string(res.Stdout.Data) != want {
+		t.Errorf("%s %q %q, want stdout %q", res.Status, res.Stdout.Data, res.Stderr.Data, want)
+	}
 }
 
 // procStatus reads /proc/pid/status into a map of trimmed values.
