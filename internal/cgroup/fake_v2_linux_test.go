@@ -105,6 +105,18 @@ func (f *fakeV2) newManager(name string) *v2Manager {
 	return m.(*v2Manager)
 }
 
+// createRun creates the cgroup "run" with r under a manager named "b",
+// destroyed when the test ends. Its path is f.parent+"/b/run".
+func (f *fakeV2) createRun(r Resources) Cgroup {
+	f.t.Helper()
+	c, err := f.newManager("b").Create("run", r)
+	if err != nil {
+		f.t.Fatalf("Create: %v", err)
+	}
+	f.t.Cleanup(func() { destroy(f.t, c) })
+	return c
+}
+
 // dir returns the fake directory of cgroup path p.
 func (f *fakeV2) dir(p string) string { return filepath.Join(f.root, p) }
 

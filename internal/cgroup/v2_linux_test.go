@@ -202,13 +202,8 @@ func TestV2Set(t *testing.T) {
 // that failed is tried again by the next Set.
 func TestV2SetWritesOnlyChanges(t *testing.T) {
 	f := newFakeV2(t)
-	m := f.newManager("b")
 	r := Resources{CPUs: 1, MemoryBytes: 64 << 20, Pids: 16, Weight: 10}
-	c, err := m.Create("run", r)
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	t.Cleanup(func() { destroy(t, c) })
+	c := f.createRun(r)
 	run := f.parent + "/b/run/"
 	steps := []struct {
 		name    string
@@ -245,12 +240,7 @@ func TestV2SetWritesOnlyChanges(t *testing.T) {
 
 func TestV2SetInvalid(t *testing.T) {
 	f := newFakeV2(t)
-	m := f.newManager("b")
-	c, err := m.Create("run", Resources{})
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	t.Cleanup(func() { destroy(t, c) })
+	c := f.createRun(Resources{})
 	for _, r := range []Resources{{CPUs: -1}, {MemoryBytes: -1}, {Pids: -5}} {
 		if err := c.Set(r); err == nil {
 			t.Errorf("Set(%+v) succeeded, want an error", r)
@@ -263,7 +253,7 @@ func TestV2SetInvalid(t *testing.T) {
 		}
 		return errSkip
 	}
-	err = c.Set(Resources{MemoryBytes: 1})
+	err := c.Set(Resources{MemoryBytes: 1})
 	want := "cgroup: write " + c.Path() + "/memory.max: invalid argument"
 	if err == nil || err.Error() != want || !errors.Is(err, unix.EINVAL) {
 		t.Errorf("Set error = %v, want %q", err, want)
@@ -360,12 +350,7 @@ func TestV2Stats(t *testing.T) {
 // Procs lists the run's processes and those of any cgroup below it.
 func TestV2Procs(t *testing.T) {
 	f := newFakeV2(t)
-	m := f.newManager("b")
-	c, err := m.Create("run", Resources{})
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	t.Cleanup(func() { destroy(t, c) })
+	c := f.createRun(Resources{})
 	run := f.parent + "/b/run"
 	if procs, err := c.Procs(); err != nil || len(procs) != 0 {
 		t.Errorf("Procs of a new cgroup = %v, %v; want none", procs, err)
