@@ -140,10 +140,10 @@ type Cgroup interface {
 	FD() (int, bool)
 	// Stats reads what the cgroup used so far.
 	Stats() (Stats, error)
-	// Procs lists the processes in the cgroup and below it (on v1, in any
-	// hierarchy), as this process's PID namespace numbers them. Zombies
-	// are not listed.
-	Procs() ([]int, error)
+	// Tasks counts the tasks (threads) in the cgroup and below it from the
+	// pids controller: a fork under way is counted, and a task that has
+	// exited until its parent reaps it.
+	Tasks() (int64, error)
 	// Kill kills every process in the cgroup, including daemons that left
 	// their process group or session, and returns once the cgroup is empty.
 	// It gives up with an error after a few seconds.

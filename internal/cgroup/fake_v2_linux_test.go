@@ -52,6 +52,7 @@ func kernelFiles() map[string]string {
 		"memory.peak":            "0\n",
 		"memory.events":          "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n",
 		"pids.max":               "max\n",
+		"pids.current":           "0\n",
 	}
 }
 

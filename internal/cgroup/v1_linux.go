@@ -307,15 +307,7 @@ func (c *v1Cgroup) Kill() error {
 	return err
 }
 
-// Procs reads the pids hierarchy alone: Add puts a process there before
-// any other, and its children are born in the same cgroups, so a process
-// in any hierarchy of the run is in that one. v1 does not promise a
-// cgroup.procs free of repeats.
-func (c *v1Cgroup) Procs() ([]int, error) {
-	pids, err := treePids(c.dirs["pids"])
-	slices.Sort(pids)
-	return slices.Compact(pids), err
-}
+func (c *v1Cgroup) Tasks() (int64, error) { return readInt(c.file("pids", "pids.current")) }
 
 // pids lists the processes in the run, over every hierarchy and every
 // cgroup below the run's.

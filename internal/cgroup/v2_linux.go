@@ -262,7 +262,7 @@ func (c *v2Cgroup) Stats() (Stats, error) {
 	return st, nil
 }
 
-func (c *v2Cgroup) Procs() ([]int, error) { return treePids(c.dir) }
+func (c *v2Cgroup) Tasks() (int64, error) { return readInt(c.file("pids.current")) }
 
 func (c *v2Cgroup) Kill() error { return killV2(c.fs, c.dir) }
 

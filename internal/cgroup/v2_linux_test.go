@@ -347,24 +347,14 @@ func TestV2Stats(t *testing.T) {
 	}
 }
 
-// Procs lists the run's processes and those of any cgroup below it.
-func TestV2Procs(t *testing.T) {
+// Tasks reads pids.current.
+func TestV2Tasks(t *testing.T) {
 	f := newFakeV2(t)
 	c := f.createRun(Resources{})
-	run := f.parent + "/b/run"
-	if procs, err := c.Procs(); err != nil || len(procs) != 0 {
-		t.Errorf("Procs of a new cgroup = %v, %v; want none", procs, err)
+	f.set(f.parent+"/b/run", "pids.current", "3\n")
+	if n, err := c.Tasks(); err != nil || n != 3 {
+		t.Errorf("Tasks = %d, %v; want 3", n, err)
 	}
-	f.set(run, "cgroup.procs", "12\n13\n")
-	if err := f.mkdir(f.dir(run + "/sub")); err != nil {
-		t.Fatal(err)
-	}
-	f.set(run+"/sub", "cgroup.procs", "14\n")
-	if procs, err := c.Procs(); err != nil || !slices.Equal(procs, []int{12, 13, 14}) {
-		t.Errorf("Procs = %v, %v; want [12 13 14]", procs, err)
-	}
-	f.set(run, "cgroup.procs", "")
-	f.set(run+"/sub", "cgroup.procs", "")
 }
 
 func TestV2Kill(t *testing.T) {

@@ -51,6 +51,14 @@ print("flags", sys.flags)
 		// The same descriptors: nothing of boxer's or the zygote's is open.
 		{"open descriptors", []string{"python", "-c", "import os; print(sorted(os.listdir('/proc/self/fd')))"}, nil, ""},
 		{"session and group", []string{"python", "-c", "import os; print(os.getsid(0) == os.getpgid(0) == os.getpid())"}, nil, ""},
+		// exec drops close-on-exec descriptors, and with them a lock: on
+		// the warm path too, where the keeper holds the child's memory but
+		// none of the job's descriptors.
+		{"exec drops close-on-exec locks", []string{"python", "main.py"}, []boxer.File{file("main.py", `import fcntl, os, sys
+fd = os.open("lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.execv(sys.executable, [sys.executable, "-c", "import fcntl, os; fcntl.flock(os.open('lock', os.O_RDWR), fcntl.LOCK_EX | fcntl.LOCK_NB); print('locked')"])
+`)}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got [2]*boxer.Result

@@ -63,9 +63,12 @@ type Warm struct {
 
 	destroyed sync.Once
 	disk      int64
-	stdin     *os.File
-	out       *os.File
-	err       *os.File
+	// stdin, out and err are boxer's ends of the job's pipes; child holds
+	// the other three ends until they go to the child with its job.
+	stdin *os.File
+	out   *os.File
+	err   *os.File
+	child []*os.File
 }
 
 // Prepare forks and isolates a warm child.
@@ -113,23 +116,20 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	defer inR.Close()
-	w.stdin = inW
+	w.stdin, w.child = inW, append(w.child, inR)
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	defer outW.Close()
-	w.out = outR
+	w.out, w.child = outR, append(w.child, outW)
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	defer errW.Close()
-	w.err = errR
+	w.err, w.child = errR, append(w.child, errW)
 
 	req := forkReq{UID: UID + slot, DiskBytes: w.disk, Inodes: e.cfg.TmpInodes}
-	if _, w.exit, err = z.fork(req, []*os.File{childSock, inR, outW, errW}); err != nil {
+	if _, w.exit, err = z.fork(req, childSock); err != nil {
 		return nil, err
 	}
 	hello, err := w.recv(ctx)
@@ -298,8 +298,16 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form F
 	}
 	msg := map[string]any{"form": form.Kind, "target": form.Target, "args": nonNil(form.Args),
 		"orig_argv": job.Argv, "rlimits": rl}
-	if err := w.send(msg); err != nil {
-		return nil, err
+	b, _ := json.Marshal(msg)
+	fds := make([]int, len(w.child))
+	for i, f := range w.child {
+		fds[i] = int(f.Fd())
+	}
+	_, _, err := w.conn.WriteMsgUnix(b, unix.UnixRights(fds...), nil)
+	closeAll(w.child)
+	w.child = nil
+	if err != nil {
+		return nil, fmt.Errorf("warm child: send job: %w", err)
 	}
 	w.conn.Close() // the child closed its end too: caller code has no channel to boxer
 	w.conn = nil
@@ -317,18 +325,39 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form F
 // killRest kills what is left of the job once its child has exited. The
 // keeper gets SIGKILL and is left to die: its death is the address
 // space's teardown, which is what it was there to keep off the answer's
-// path. Anything else in the cgroup means processes of the job's own, and
-// then the cgroup is killed and emptied, keeper and all.
+// path. The keeper shares the job's memory, so the job may have taken it
+// over, killed it, or had its pid reused: only the kernel's count is
+// trusted. pids.current counts every task of the run, forks under way and
+// unreaped zombies included, and counts the keeper as long as its pid is
+// not released, which its pidfd tells; read in that order, a count of one
+// and a keeper not yet reaped mean nothing but the keeper is left.
+// Anything else means processes of the job's own: the cgroup is killed and
+// emptied, keeper and all.
 func (w *Warm) killRest() error {
 	if w.keeper < 0 {
 		return w.cg.Kill()
 	}
 	_ = unix.PidfdSendSignal(w.keeper, unix.SIGKILL, nil, 0)
-	procs, err := w.cg.Procs()
-	if err == nil && !slices.ContainsFunc(procs, func(pid int) bool { return pid != w.keeperPid }) {
+	if n, err := w.cg.Tasks(); err == nil && n <= 1 && pidfdUnreaped(w.keeper) {
 		return nil
 	}
 	return w.cg.Kill()
+}
+
+// pidfdUnreaped reports whether the process of pidfd still holds its pid:
+// running, exiting or a zombie, not yet reaped. fdinfo shows -1 once it is.
+func pidfdUnreaped(pidfd int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", pidfd))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
+			pid, err := strconv.Atoi(strings.TrimSpace(v))
+			return err == nil && pid > 0
+		}
+	}
+	return false
 }
 
 func nonNil(s []string) []string {
@@ -346,11 +375,7 @@ func (w *Warm) destroy() {
 	if w.conn != nil {
 		w.conn.Close() // an unused child reads EOF and exits
 	}
-	for _, f := range []*os.File{w.stdin, w.out, w.err} {
-		if f != nil {
-			f.Close()
-		}
-	}
+	closeAll(append([]*os.File{w.stdin, w.out, w.err}, w.child...))
 	// A live child (never used, or a job cut short) dies by its pidfd at
 	// once, and so does the keeper, whose death is the address space's
 	// teardown. Waiting for both here leaves the cgroup's freezer, slow on
@@ -384,6 +409,14 @@ func (w *Warm) destroy() {
 		w.z.slots <- w.slot
 	}
 	w.z.live.Done()
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // awaitGone waits until every pidfd in fds is readable (its process has

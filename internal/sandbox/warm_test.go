@@ -228,9 +228,10 @@ func firstCPU(t *testing.T) string {
 }
 
 // The keeper that holds a warm child's address space (see _keep_memory in
-// zygote.py) is as unprivileged and as confined as the child, blocks the
-// signals a job could use to run code in it, is no child the job can wait
-// for, and is gone once the job is.
+// zygote.py) is as unprivileged and as confined as the child, starts with
+// its signals blocked (the job shares its memory and can still take it
+// over, which is why boxer does not trust it: TestWarmKeeperKilledByJob),
+// is no child the job can wait for, and is gone once the job is.
 func TestWarmKeeper(t *testing.T) {
 	e := newTestEngine(t, nil)
 	z := newTestZygote(t, e)
@@ -348,4 +349,30 @@ func atoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A job that kills and reaps its own keeper and leaves a daemon holding
+// stdout still gets its answer, and the daemon dies with the run: after
+// the job's exit boxer trusts the kernel's task count, not the keeper.
+func TestWarmKeeperKilledByJob(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	code := `import os, signal, time
+keeper = int(open("/proc/self/task/%d/children" % os.getpid()).read().split()[0])
+os.kill(keeper, signal.SIGKILL)
+os.waitpid(keeper, 0x40000000)  # __WALL: the keeper is a clone child
+if os.fork() == 0:
+    os.setsid()
+    time.sleep(300)
+    os._exit(0)
+print("left a daemon", flush=True)
+`
+	started := time.Now()
+	res := runWarm(t, z, &boxer.Job{Argv: []string{"python", "main.py"}, Files: []boxer.File{{Path: "main.py", Content: []byte(code)}}})
+	if res.Status != boxer.StatusOK || string(res.Stdout.Data) != "left a daemon\n" {
+		t.Errorf("%s %q %q", res.Status, res.Stdout.Data, res.Stderr.Data)
+	}
+	if took := time.Since(started); took > 30*time.Second {
+		t.Errorf("the run took %v: the daemon was waited for", took)
+	}
 }

@@ -54,9 +54,8 @@ _OWN = set(sys.modules) - _BASELINE - _PRE
 _libc = ctypes.CDLL(None, use_errno=True)
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWCGROUP = 0x20000, 0x8000000, 0x40000000, 0x2000000
-CLONE_VM, CLONE_FILES = 0x100, 0x400
+CLONE_VM = 0x100
 _libc.clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-_libc.close_range.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_int]
 _SIGSUSPEND = ctypes.cast(_libc.sigsuspend, ctypes.c_void_p)  # the keeper's body (pause() is not in the filter)
 _ALL_SIGNALS = ctypes.create_string_buffer(128)  # a sigset_t
 _libc.sigfillset(_ALL_SIGNALS)
@@ -139,9 +138,12 @@ def _child(req, fds, prog, drop):
         os.sched_setaffinity(0, _CPUS)
         os.setsid()
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
-        job_fd, stdin, stdout, stderr = fds
+        (job_fd,) = fds
         CTRL.detach()  # fd 3 becomes the job socket; the control socket is the zygote's
-        for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2), (job_fd, 3)):
+        null = os.open("/dev/null", os.O_RDWR)
+        # The job's stdin, stdout and stderr come with the job (see
+        # _keep_memory for why not sooner); until then, /dev/null.
+        for fd, target in ((null, 0), (null, 1), (null, 2), (job_fd, 3)):
             os.dup2(fd, target)
         os.closerange(4, 1 << 20)
         sock = socket.socket(fileno=3)
@@ -158,10 +160,13 @@ def _child(req, fds, prog, drop):
         socket.send_fds(sock, [b'{"op":"ready"}'], [wfd])
         os.close(wfd)
         _rehearse()
-        job, _ = _recv(sock)
+        job, stdio = _recv(sock, 3)
         sock.close()  # caller code gets no channel to boxer
-        if job is None:
+        if job is None or len(stdio) != 3:
             os._exit(0)  # discarded unused
+        for fd, target in zip(stdio, (0, 1, 2)):
+            os.dup2(fd, target)
+            os.close(fd)
         for res, cur, hard in job["rlimits"]:
             resource.setrlimit(res, (cur, hard))
         for name in drop:
@@ -175,9 +180,8 @@ def _child(req, fds, prog, drop):
 
 
 def _keep_memory():
-    """Starts the keeper: a process sharing this child's memory and
-    descriptor table (clone with CLONE_VM | CLONE_FILES, no CLONE_THREAD)
-    that sleeps in sigsuspend() with every signal blocked until boxer kills
+    """Starts the keeper: a process sharing this child's memory (clone with
+    CLONE_VM, not a thread) that sleeps in sigsuspend() until boxer kills
     it.
 
     Tearing down a child's address space (the zygote's page tables, tens of
@@ -185,14 +189,17 @@ def _keep_memory():
     milliseconds, and the kernel does it before the exit is reported. With
     the keeper holding the address space the job's exit is reported at
     once, and the teardown happens when boxer kills the keeper after the
-    answer. The job's descriptors go with it: _finalize closes every one,
-    for the shared table would otherwise keep the output pipes open.
+    answer.
 
-    It is made after _drop, so it has the job's uid, no capabilities, no
-    new privileges, the seccomp filter, the cgroup and namespaces: a job
-    that takes it over (it may signal it, or write the memory they share)
-    gains nothing it did not have. It exits with no signal to anyone, so
-    the job's own wait() never sees it."""
+    The keeper gets a copy of the descriptor table as it is now, before the
+    job's stdin, stdout and stderr exist in this process: it holds no pipe
+    boxer waits on, and nothing the job opens or closes later (an exec
+    included) is held by it. It is made after _drop, so it has the job's
+    uid, no capabilities, no new privileges, the seccomp filter, the cgroup
+    and namespaces. Its signals are blocked, but the job shares its memory
+    and can take it over: boxer treats it as the job's own process (see
+    Warm.killRest). It exits with no signal to anyone, so the job's own
+    wait() never sees it."""
     global _KEEPER_STACK
     _KEEPER_STACK = mmap.mmap(-1, 16384)  # never freed: the keeper sleeps on it
     top = ctypes.addressof(ctypes.c_char.from_buffer(_KEEPER_STACK)) + len(_KEEPER_STACK) - 64
@@ -202,7 +209,7 @@ def _keep_memory():
     # would then flush that CPU's TLB too.
     os.sched_setaffinity(0, (_libc.sched_getcpu(),))
     try:
-        pid = _libc.clone(_SIGSUSPEND, ctypes.c_void_p(top), CLONE_VM | CLONE_FILES, ctypes.addressof(_ALL_SIGNALS))
+        pid = _libc.clone(_SIGSUSPEND, ctypes.c_void_p(top), CLONE_VM, ctypes.addressof(_ALL_SIGNALS))
     finally:
         os.sched_setaffinity(0, _CPUS)
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
@@ -417,16 +424,6 @@ def _finalize(code):
             code = 120 if code == 0 else code
     if _ON_FINALIZE is not None:
         _ON_FINALIZE()
-    # Every descriptor, not just the output: the keeper shares the table
-    # (see _keep_memory), and a pipe end left in it would hold off the EOF
-    # boxer waits for.
-    if _libc.close_range(0, 0xFFFFFFFF, 0) != 0:
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        for fd in range(soft if 0 <= soft < 1 << 16 else 1 << 16):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
     if code == -2:  # KeyboardInterrupt: die of SIGINT, as the interpreter does
         import signal
 
@@ -462,7 +459,7 @@ def main():
         ready.sort(key=lambda fd: fd is CTRL)  # report exits before forking again
         for fd in ready:
             if fd is CTRL:
-                req, fds = _recv(CTRL, 4)
+                req, fds = _recv(CTRL, 1)
                 if req is None:
                     os._exit(0)  # boxer closed the control socket
                 pid = os.fork()

@@ -54,8 +54,7 @@ type ZygoteConfig struct {
 //	                                         a job's pages (zygote.py's _learn)
 //	                                   <-    {"op":"ready","preimported":[...],
 //	                                          "learned_pages":N}
-//	{"uid":N,...} + 4 fds              ->    fork
-//	  (job socket, stdin, stdout, stderr)
+//	{"uid":N,...} + the job socket     ->    fork
 //	                                   <-    {"op":"forked","pid":P}
 //	                                   <-    {"op":"exited","pid":P,"status":S}
 //
@@ -289,19 +288,15 @@ type forkReq struct {
 	Inodes    int64 `json:"inodes"`
 }
 
-// fork asks the zygote for a child that gets files as its job socket,
-// stdin, stdout and stderr. It returns the child's pid (as boxer sees it)
+// fork asks the zygote for a child that gets sock as its job socket. It
+// returns the child's pid (as boxer sees it)
 // and a channel that receives its wait status, or closes if the zygote dies.
-func (z *Zygote) fork(req forkReq, files []*os.File) (int, <-chan uint32, error) {
+func (z *Zygote) fork(req forkReq, sock *os.File) (int, <-chan uint32, error) {
 	z.forkMu.Lock()
 	defer z.forkMu.Unlock()
 	z.forks.Add(1)
 	b, _ := json.Marshal(req)
-	fds := make([]int, len(files))
-	for i, f := range files {
-		fds[i] = int(f.Fd())
-	}
-	if _, _, err := z.ctrl.WriteMsgUnix(b, unix.UnixRights(fds...), nil); err != nil {
+	if _, _, err := z.ctrl.WriteMsgUnix(b, unix.UnixRights(int(sock.Fd())), nil); err != nil {
 		return 0, nil, fmt.Errorf("zygote: fork request: %w", err)
 	}
 	t := time.NewTimer(setupTimeout)
