@@ -52,11 +52,12 @@
 // after tearing down the address space, and a child of a zygote with
 // numpy and pandas maps tens of thousands of the zygote's pages, 5 to 8
 // ms of teardown on this VM. So each child, once unprivileged, clones a
-// keeper that shares its memory and descriptors and sleeps with every
-// signal blocked; the job's exit is then reported at once, the child
-// having closed its descriptors, and boxer kills the keeper and answers
-// while the teardown runs (zygote.py's _keep_memory). Paced print(2+2):
-// p50 14 -> 8 ms.
+// keeper that shares its memory (not its descriptors: the job's stdio
+// arrives after it) and sleeps; the job's exit is then reported at once,
+// and boxer kills the keeper and answers while the teardown runs
+// (zygote.py's _keep_memory). The job can take the keeper over, so boxer
+// trusts only the kernel's task count to know nothing else is left
+// (Warm.killRest). Paced print(2+2): p50 14 -> 8 ms.
 //
 // What is left is CPU: a warm print(2+2) costs about as much CPU as a bare
 // interpreter start (the fork, the faults, the namespaces and cgroup made
