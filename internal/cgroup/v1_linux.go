@@ -257,7 +257,7 @@ func (c *v1Cgroup) Kill() error {
 		// gone: pids.current counts every task in the run's pids cgroup and
 		// below, and Add puts a process there before anywhere else. Walking
 		// every hierarchy's cgroup.procs costs dozens of system calls.
-		if n, err := readInt(c.file("pids", "pids.current")); err == nil && n == 0 {
+		if n, err := c.Tasks(); err == nil && n == 0 {
 			return true, nil
 		}
 		pids, err := c.pids()

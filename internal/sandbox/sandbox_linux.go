@@ -299,11 +299,7 @@ func (sb *sandbox) destroy() {
 		sb.kill()
 		<-sb.exited
 	}
-	for _, f := range []*os.File{sb.stdin, sb.stdout, sb.stderr} {
-		if f != nil {
-			f.Close()
-		}
-	}
+	closeAll([]*os.File{sb.stdin, sb.stdout, sb.stderr})
 	leaked := false
 	if sb.cg != nil {
 		if err := sb.cg.Destroy(); err != nil {
@@ -339,4 +335,13 @@ func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// closeAll closes every file of files that is not nil.
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
 }

@@ -411,14 +411,6 @@ func (w *Warm) destroy() {
 	w.z.live.Done()
 }
 
-func closeAll(files []*os.File) {
-	for _, f := range files {
-		if f != nil {
-			f.Close()
-		}
-	}
-}
-
 // awaitGone waits until every pidfd in fds is readable (its process has
 // exited), or timeout has passed.
 func awaitGone(fds []unix.PollFd, timeout time.Duration) {

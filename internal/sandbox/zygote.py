@@ -201,7 +201,9 @@ def _keep_memory():
     Warm.killRest). It exits with no signal to anyone, so the job's own
     wait() never sees it."""
     global _KEEPER_STACK
-    _KEEPER_STACK = mmap.mmap(-1, 16384)  # never freed: the keeper sleeps on it
+    # Private: a shared anonymous map would be a shmem file made and freed
+    # for every child. Never freed: the keeper sleeps on it.
+    _KEEPER_STACK = mmap.mmap(-1, 16384, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     top = ctypes.addressof(ctypes.c_char.from_buffer(_KEEPER_STACK)) + len(_KEEPER_STACK) - 64
     old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     # Born on this CPU and kept there: a CPU the keeper ran on stays in the
