@@ -376,3 +376,24 @@ print("left a daemon", flush=True)
 		t.Errorf("the run took %v: the daemon was waited for", took)
 	}
 }
+
+// A fork request the zygote answers too late leaves no reply behind for
+// the next one: each child is paired with its own exit. Unpaired, the
+// next job would be handed the given-up child's exit (status 0, at once)
+// and answered before it ran.
+func TestZygoteLateForkReplyDropped(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	forkTimeout = time.Nanosecond // the reply takes a round trip to Python
+	_, err := z.Prepare(context.Background())
+	forkTimeout = setupTimeout
+	if err == nil || !strings.Contains(err.Error(), "no fork within") {
+		t.Fatalf("Prepare with a fork timeout of 1ns: %v, want the fork timed out", err)
+	}
+	for i := range 3 {
+		res := runWarm(t, z, pyJob("import time; time.sleep(0.2); print('ran')", boxer.Limits{}))
+		if res.Status != boxer.StatusOK || string(res.Stdout.Data) != "ran\n" {
+			t.Fatalf("job %d after the late reply: %s %q %q", i, res.Status, res.Stdout.Data, res.Stderr.Data)
+		}
+	}
+}

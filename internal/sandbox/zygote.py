@@ -470,7 +470,7 @@ def main():
                 for f in fds:
                     os.close(f)
                 children[os.pidfd_open(pid)] = pid
-                _send(CTRL, {"op": "forked", "pid": pid})
+                _send(CTRL, {"op": "forked", "pid": pid, "id": req["id"]})
             else:
                 pid = children.pop(fd)
                 os.close(fd)

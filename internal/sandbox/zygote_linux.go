@@ -29,6 +29,9 @@ const zygotePath = "/usr/lib/boxer/zygote.py"
 // zygoteStartTimeout bounds the zygote's start, pre-imports included.
 var zygoteStartTimeout = 2 * time.Minute
 
+// forkTimeout bounds the wait for the zygote to fork a child.
+var forkTimeout = setupTimeout
+
 // ZygoteConfig shapes a warm pool's zygote.
 type ZygoteConfig struct {
 	// PreImports are modules the zygote imports once, so every job forked
@@ -74,8 +77,8 @@ type Zygote struct {
 	// zygote.py).
 	LearnedPages int
 
-	forkMu  sync.Mutex     // one fork request in flight, so replies pair with requests
-	replies chan zygoteMsg // the reply to the request in flight
+	forkMu  sync.Mutex     // one fork request in flight at a time
+	replies chan zygoteMsg // replies to requests; a stale one is dropped (see deliver)
 	mu      sync.Mutex     // guards exits
 	exits   map[int]chan uint32
 	dead    chan struct{} // closed when the zygote is gone
@@ -89,6 +92,7 @@ type Zygote struct {
 
 type zygoteMsg struct {
 	Op          string   `json:"op"`
+	ID          int64    `json:"id"` // of the fork request a "forked" answers
 	Pid         int      `json:"pid"`
 	Status      uint32   `json:"status"`
 	Preimported []string `json:"preimported"`
@@ -266,7 +270,7 @@ func (z *Zygote) read() {
 			z.mu.Lock()
 			z.exits[m.Pid] = make(chan uint32, 1)
 			z.mu.Unlock()
-			z.replies <- m
+			z.deliver(m)
 		case "exited":
 			z.mu.Lock()
 			ch := z.exits[m.Pid]
@@ -276,13 +280,32 @@ func (z *Zygote) read() {
 				ch <- m.Status
 			}
 		default:
-			z.replies <- m
+			z.deliver(m)
+		}
+	}
+}
+
+// deliver hands m to whoever waits for a reply without ever blocking the
+// reader, which must go on delivering exits. A reply still buffered when
+// the next comes answers a request whose caller gave up waiting: it is
+// dropped.
+func (z *Zygote) deliver(m zygoteMsg) {
+	for {
+		select {
+		case z.replies <- m:
+			return
+		default:
+			select {
+			case <-z.replies:
+			default:
+			}
 		}
 	}
 }
 
 // forkReq asks the zygote for one child.
 type forkReq struct {
+	ID        int64 `json:"id"` // echoed in the reply
 	UID       int   `json:"uid"`
 	DiskBytes int64 `json:"disk_bytes"`
 	Inodes    int64 `json:"inodes"`
@@ -294,26 +317,33 @@ type forkReq struct {
 func (z *Zygote) fork(req forkReq, sock *os.File) (int, <-chan uint32, error) {
 	z.forkMu.Lock()
 	defer z.forkMu.Unlock()
-	z.forks.Add(1)
+	req.ID = z.forks.Add(1)
 	b, _ := json.Marshal(req)
 	if _, _, err := z.ctrl.WriteMsgUnix(b, unix.UnixRights(int(sock.Fd())), nil); err != nil {
 		return 0, nil, fmt.Errorf("zygote: fork request: %w", err)
 	}
-	t := time.NewTimer(setupTimeout)
+	t := time.NewTimer(forkTimeout)
 	defer t.Stop()
-	select {
-	case m := <-z.replies:
-		if m.Op != "forked" {
-			return 0, nil, fmt.Errorf("zygote: got %q, want forked", m.Op)
+	for {
+		select {
+		case m := <-z.replies:
+			// A reply to an earlier request that timed out is not
+			// ours: its child was given up and exits on its own.
+			if m.Op == "forked" && m.ID != req.ID {
+				continue
+			}
+			if m.Op != "forked" {
+				return 0, nil, fmt.Errorf("zygote: got %q, want forked", m.Op)
+			}
+			z.mu.Lock()
+			ch := z.exits[m.Pid]
+			z.mu.Unlock()
+			return m.Pid, ch, nil
+		case <-z.dead:
+			return 0, nil, errors.New("zygote died")
+		case <-t.C:
+			return 0, nil, fmt.Errorf("zygote: no fork within %v", forkTimeout)
 		}
-		z.mu.Lock()
-		ch := z.exits[m.Pid]
-		z.mu.Unlock()
-		return m.Pid, ch, nil
-	case <-z.dead:
-		return 0, nil, errors.New("zygote died")
-	case <-t.C:
-		return 0, nil, fmt.Errorf("zygote: no fork within %v", setupTimeout)
 	}
 }
 
