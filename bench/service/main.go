@@ -234,7 +234,7 @@ func startServer(bin, tmp, name string, extra ...string) (*server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	url, err := observe.Serving(stderr)
+	url, err := observe.Serving(stderr, nil)
 	if err != nil {
 		cmd.Wait()
 		return nil, err

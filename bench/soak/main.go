@@ -9,7 +9,8 @@
 //     are back where they started, and its RSS is within 10% of the
 //     baseline, taken after a warm-up burst of the mix at full concurrency
 //     (what a server grows once under load is not a leak; the RSS before
-//     the warm-up is printed too).
+//     the warm-up is printed too);
+//   - the server logged no error (its warnings are printed).
 //
 // It builds cmd/boxer, starts it on a free loopback port with its own state
 // and data dirs, prints the figures, and exits 1 on any failure. Root.
@@ -125,7 +126,8 @@ func run() error {
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(tmp, "data"), "--state-dir", state,
 		"--slots", strconv.Itoa(*slots), "--queue", strconv.Itoa(*concurrency*2), "--queue-timeout", "5m",
 		"--pool-min", "2", "--pool-max", "8")
-	url, err := start(cmd)
+	log := &logCount{}
+	url, err := start(cmd, log)
 	if err != nil {
 		return err
 	}
@@ -165,7 +167,9 @@ func run() error {
 	client.CloseIdleConnections()
 	after := settle(in, 150*time.Second, func(now, _ footprint) bool { return now.leaksVs(before) == nil })
 	fmt.Printf("soak: after %s\n", after)
-	return errors.Join(want(failed == 0, "%d responses had the wrong outcome", failed), after.leaksVs(before))
+	fmt.Printf("soak: server log: %s\n", log)
+	return errors.Join(want(failed == 0, "%d responses had the wrong outcome", failed), after.leaksVs(before),
+		want(log.errors() == 0, "the server logged %d errors", log.errors()))
 }
 
 // load sends n requests of the mix, kind after kind, at the -c
@@ -277,7 +281,7 @@ func snapshot(in observe.Instance) footprint {
 	return s
 }
 
-func start(cmd *exec.Cmd) (string, error) {
+func start(cmd *exec.Cmd, log io.Writer) (string, error) {
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return "", err
@@ -285,7 +289,7 @@ func start(cmd *exec.Cmd) (string, error) {
 	if err := cmd.Start(); err != nil {
 		return "", err
 	}
-	url, err := observe.Serving(stderr)
+	url, err := observe.Serving(stderr, log)
 	if err != nil {
 		cmd.Wait()
 	}
@@ -315,6 +319,63 @@ func post(c *http.Client, url string, k kind) (int, map[string]any, error) {
 func trim(s string) string {
 	if len(s) > 300 {
 		return s[:300] + "..."
+	}
+	return s
+}
+
+// logCount counts the server's log lines by level and keeps the first few
+// warnings and errors, to be printed with the figures. An error fails the
+// soak; a warning (a job run cold when no warm sandbox could be prepared)
+// is not a wrong answer, but it says where the time went.
+type logCount struct {
+	mu      sync.Mutex
+	partial []byte
+	levels  map[string]int
+	first   []string
+}
+
+func (l *logCount) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial = append(l.partial, b...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := l.partial[:i]
+		var m struct{ Level string }
+		if json.Unmarshal(line, &m) != nil {
+			m.Level = "not JSON"
+		}
+		if l.levels == nil {
+			l.levels = map[string]int{}
+		}
+		l.levels[m.Level]++
+		if m.Level != "INFO" && m.Level != "DEBUG" && len(l.first) < 10 {
+			l.first = append(l.first, trim(string(line)))
+		}
+		l.partial = l.partial[i+1:]
+	}
+}
+
+// errors counts the ERROR lines: what the server could not handle (a
+// cgroup it could not remove, a sandbox broken after its start).
+func (l *logCount) errors() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.levels["ERROR"]
+}
+
+func (l *logCount) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := fmt.Sprintf("%d info, %d warn, %d error", l.levels["INFO"], l.levels["WARN"], l.levels["ERROR"])
+	if n := l.levels["not JSON"]; n > 0 {
+		s += fmt.Sprintf(", %d not JSON", n)
+	}
+	for _, f := range l.first {
+		s += "\n   " + f
 	}
 	return s
 }

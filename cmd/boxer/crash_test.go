@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,7 +34,7 @@ func TestServeSurvivesKill9(t *testing.T) {
 			path = "/v1/run-python"
 		}
 		go func() {
-			if resp, err := http.Post(s.url+path, "application/json", strings.NewReader(body)); err == nil {
+			if resp, err := client.Post(s.url+path, "application/json", strings.NewReader(body)); err == nil {
 				resp.Body.Close()
 			}
 		}()

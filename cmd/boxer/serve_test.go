@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,14 +41,51 @@ func startServe(t *testing.T, bin, state, data string, args ...string) *testServ
 		t.Fatal(err)
 	}
 	s := &testServer{t: t, cmd: cmd, done: make(chan error, 1)}
-	if s.url, err = observe.Serving(stderr); err != nil {
+	log := &logTail{}
+	if s.url, err = observe.Serving(stderr, log); err != nil {
 		cmd.Wait()
 		t.Fatal(err)
 	}
 	go func() { s.done <- cmd.Wait() }()
-	t.Cleanup(func() { s.stop() })
+	t.Cleanup(func() {
+		s.stop()
+		if t.Failed() {
+			t.Logf("the server's log, last %d bytes:\n%s", logTailSize, log.String())
+		}
+	})
 	return s
 }
+
+// logTailSize is how much of a test server's log is kept, to be shown if
+// its test fails.
+const logTailSize = 16 << 10
+
+// logTail keeps the last logTailSize bytes written to it.
+type logTail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *logTail) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, b...)
+	if over := len(l.buf) - logTailSize; over > 0 {
+		l.buf = append(l.buf[:0], l.buf[over:]...)
+	}
+	return len(b), nil
+}
+
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.buf)
+}
+
+// client is the tests' HTTP client. Its timeout turns a request the
+// server never answers into a failure, with the server's log, instead of
+// a test binary killed by go test's timeout with neither.
+var client = &http.Client{Timeout: 3 * time.Minute}
 
 // stop sends SIGTERM and waits for a clean exit.
 func (s *testServer) stop() {
@@ -69,7 +107,7 @@ func (s *testServer) stop() {
 // post sends a JSON body and decodes the JSON answer.
 func (s *testServer) post(path, body string) (int, http.Header, map[string]any) {
 	s.t.Helper()
-	resp, err := http.Post(s.url+path, "application/json", strings.NewReader(body))
+	resp, err := client.Post(s.url+path, "application/json", strings.NewReader(body))
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -79,7 +117,7 @@ func (s *testServer) post(path, body string) (int, http.Header, map[string]any) 
 
 func (s *testServer) get(path string) (int, http.Header, map[string]any) {
 	s.t.Helper()
-	resp, err := http.Get(s.url + path)
+	resp, err := client.Get(s.url + path)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -231,7 +269,7 @@ func TestServeBusy(t *testing.T) {
 	results := make(chan int, 2)
 	for range 2 {
 		go func() {
-			resp, err := http.Post(s.url+"/v1/exec", "application/json", strings.NewReader(slow))
+			resp, err := client.Post(s.url+"/v1/exec", "application/json", strings.NewReader(slow))
 			if err == nil {
 				resp.Body.Close()
 				results <- resp.StatusCode

@@ -20,11 +20,23 @@ func TestLiveProcesses(t *testing.T) {
 func TestServing(t *testing.T) {
 	log := `{"msg":"warm pool zygote ready"}` + "\n" + `not json` + "\n" +
 		`{"level":"INFO","msg":"serving","addr":"http://127.0.0.1:4242"}` + "\n" + `{"msg":"later"}` + "\n"
-	addr, err := Serving(strings.NewReader(log))
+	rest := make(chan []byte, 8)
+	addr, err := Serving(strings.NewReader(log), chanWriter(rest))
 	if err != nil || addr != "http://127.0.0.1:4242" {
 		t.Fatalf("%q %v", addr, err)
 	}
-	if _, err := Serving(strings.NewReader(`{"msg":"boxer serve","err":"no"}` + "\n")); err == nil {
+	if got := string(<-rest); got != `{"msg":"later"}`+"\n" {
+		t.Fatalf("the log after the serving line: %q", got)
+	}
+	if _, err := Serving(strings.NewReader(`{"msg":"boxer serve","err":"no"}`+"\n"), nil); err == nil {
 		t.Fatal("no serving line, no error")
 	}
+}
+
+// chanWriter sends each write to a channel.
+type chanWriter chan []byte
+
+func (c chanWriter) Write(b []byte) (int, error) {
+	c <- append([]byte(nil), b...)
+	return len(b), nil
 }
