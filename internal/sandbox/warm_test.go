@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -396,4 +398,43 @@ func TestZygoteLateForkReplyDropped(t *testing.T) {
 			t.Fatalf("job %d after the late reply: %s %q %q", i, res.Status, res.Stdout.Data, res.Stderr.Data)
 		}
 	}
+}
+
+// The server keeps reading the zygote's stdout for the zygote's whole
+// life. It once read it from a goroutine that looked the file up after it
+// had been dropped: the garbage collector then closed it, and the pipe
+// count the attack suite compares drifted by one.
+func TestZygoteStdoutHeldAcrossGC(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/6", z.sb.cmd.Process.Pid)) // nsinit's copy of the zygote's stdout
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // a finalizer queued by one collection has run once the next's sentinel has
+		done := make(chan struct{})
+		sentinel := new([16]byte)
+		runtime.SetFinalizer(sentinel, func(*[16]byte) { close(done) })
+		sentinel = nil
+		runtime.GC()
+		<-done
+	}
+	if !slices.Contains(ownFDTargets(t), target) {
+		t.Fatalf("the zygote's stdout (%s) is no longer read by this process", target)
+	}
+}
+
+func ownFDTargets(t *testing.T) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
+			out = append(out, l)
+		}
+	}
+	return out
 }
