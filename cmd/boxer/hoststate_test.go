@@ -21,10 +21,24 @@ import (
 // its footprint (sandbox processes, cgroups, mounts, run dirs, server
 // descriptors) and a set of canary files and names no run may touch.
 type hostWatch struct {
+	s        *testServer
 	in       observe.Instance
 	canaries []string
 	base     observe.Footprint
 	baseSeen map[string]string // canary -> its state when the watch began
+	baseFDs  string            // the server's descriptors then, to show with a difference
+}
+
+// fdList lists pid's descriptors and their targets, one a line.
+func fdList(pid int) string {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, _ := os.ReadDir(dir)
+	var b strings.Builder
+	for _, e := range ents {
+		t, _ := os.Readlink(filepath.Join(dir, e.Name()))
+		fmt.Fprintf(&b, "%s -> %s\n", e.Name(), t)
+	}
+	return b.String()
 }
 
 // canaryTime is the mtime the test's own canaries are given: a change of
@@ -37,7 +51,7 @@ var canaryTime = time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
 func watchHost(t *testing.T, s *testServer, state, data string) *hostWatch {
 	t.Helper()
 	cfg := sandbox.Config{StateDir: state}.WithDefaults()
-	w := &hostWatch{in: observe.Instance{PID: s.cmd.Process.Pid, StateDir: state, CgroupName: cfg.CgroupName, IDBase: cfg.IDBase, DataDir: data}}
+	w := &hostWatch{s: s, in: observe.Instance{PID: s.cmd.Process.Pid, StateDir: state, CgroupName: cfg.CgroupName, IDBase: cfg.IDBase, DataDir: data}}
 	tmp, err := os.CreateTemp("", "boxer-attack-canary-")
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +90,7 @@ func watchHost(t *testing.T, s *testServer, state, data string) *hostWatch {
 		}
 	}
 	w.base = prev
+	w.baseFDs = fdList(w.in.PID)
 	t.Logf("quiet host: %d sandbox processes, roots %v, %d cgroups, %d mounts, %d run dirs, %d server descriptors",
 		w.base.Procs, w.base.Roots, w.base.Cgroups, w.base.Mounts, w.base.RunDirs, total(w.base.FDs))
 	return w
@@ -141,6 +156,8 @@ func (w *hostWatch) unchanged(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Errorf("host not back to its quiet state 15s after the run:\n  %s", strings.Join(diff, "\n  "))
+			t.Logf("the server's descriptors at the baseline:\n%s\nnow:\n%s\nits log, last %d bytes:\n%s",
+				w.baseFDs, fdList(w.in.PID), logTailSize, w.s.log)
 			break
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -23,6 +23,7 @@ type testServer struct {
 	cmd  *exec.Cmd
 	url  string
 	done chan error
+	log  *logTail // the last of its log, for a failing test
 }
 
 // startServe starts the binary and waits for its "serving" log line.
@@ -40,9 +41,8 @@ func startServe(t *testing.T, bin, state, data string, args ...string) *testServ
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &testServer{t: t, cmd: cmd, done: make(chan error, 1)}
-	log := &logTail{}
-	if s.url, err = observe.Serving(stderr, log); err != nil {
+	s := &testServer{t: t, cmd: cmd, done: make(chan error, 1), log: &logTail{}}
+	if s.url, err = observe.Serving(stderr, s.log); err != nil {
 		cmd.Wait()
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func startServe(t *testing.T, bin, state, data string, args ...string) *testServ
 	t.Cleanup(func() {
 		s.stop()
 		if t.Failed() {
-			t.Logf("the server's log, last %d bytes:\n%s", logTailSize, log.String())
+			t.Logf("the server's log, last %d bytes:\n%s", logTailSize, s.log)
 		}
 	})
 	return s

@@ -1,7 +1,8 @@
 package sandbox
 
 import (
-	"io"
+	"os"
+	"time"
 
 	"boxer"
 )
@@ -10,13 +11,14 @@ import (
 // the rest. It never stops reading: a program is never blocked on a full
 // pipe, nor killed for talking.
 type capture struct {
+	r     *os.File
 	limit int64
 	out   boxer.Output
 	done  chan struct{}
 }
 
-func startCapture(r io.ReadCloser, limit int64) *capture {
-	c := &capture{limit: limit, done: make(chan struct{})}
+func startCapture(r *os.File, limit int64) *capture {
+	c := &capture{r: r, limit: limit, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		defer r.Close()
@@ -43,4 +45,19 @@ func (c *capture) wait() boxer.Output {
 		c.out.Data = []byte{}
 	}
 	return c.out
+}
+
+// waitAtMost is wait for a stream whose writers are all dead, so that EOF
+// is due at once. If it has not come within grace, something outside the
+// run holds the stream open: reading stops there, and cut reports it.
+func (c *capture) waitAtMost(grace time.Duration) (out boxer.Output, cut bool) {
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+		cut = true
+		_ = c.r.SetReadDeadline(time.Now())
+	}
+	return c.wait(), cut
 }

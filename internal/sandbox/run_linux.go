@@ -128,7 +128,16 @@ func awaitEnd(ctx context.Context, limit time.Duration, exits <-chan uint32, kil
 // finish gathers what a finished run left: output, usage, status and
 // artifacts. Precondition: every process of the run is dead.
 func finish(ctx context.Context, e *Engine, id string, cg cgroup.Cgroup, work int, io *runIO, job *boxer.Job, out outcome, wall time.Duration) (*boxer.Result, error) {
-	res := &boxer.Result{Wall: wall, Stdout: io.stdout.wait(), Stderr: io.stderr.wait()}
+	res := &boxer.Result{Wall: wall}
+	var cutOut, cutErr bool
+	res.Stdout, cutOut = io.stdout.waitAtMost(killWait)
+	res.Stderr, cutErr = io.stderr.waitAtMost(killWait)
+	if cutOut || cutErr {
+		// Every process of the run is dead, so only a descriptor that
+		// escaped it can hold a stream open: a bug to find, never a
+		// request to hang.
+		e.log.Error("output still open after the run ended; cut off", "sandbox", id, "stdout", cutOut, "stderr", cutErr)
+	}
 	if out.cancelled {
 		return nil, ctx.Err()
 	}
