@@ -9,7 +9,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 const usage = `usage: boxer <command> [flags]
@@ -27,6 +30,7 @@ Run 'boxer <command> -h' for a command's flags.
 var version = "dev"
 
 func main() {
+	keepInheritedFDs()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -55,4 +59,21 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fmt.Fprintf(stderr, "boxer: unknown command %q\n\n%s", args[0], usage)
 	return 2
+}
+
+// keepInheritedFDs marks every descriptor boxer inherited beyond stdin,
+// stdout and stderr close-on-exec. Go opens its own that way, but a
+// descriptor its parent leaked (a shell's, a supervisor's) would otherwise
+// pass to every sandbox's pid 1, the one process of a sandbox that keeps
+// all it is given.
+func keepInheritedFDs() {
+	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	ents, _ := os.ReadDir("/proc/self/fd") // kernels before 5.11
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
 }

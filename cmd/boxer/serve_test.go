@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -29,8 +31,17 @@ type testServer struct {
 // startServe starts the binary and waits for its "serving" log line.
 func startServe(t *testing.T, bin, state, data string, args ...string) *testServer {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--state-dir", state, "--data-dir", data,
+	return startServeCmd(t, serveCmd(bin, state, data, args...))
+}
+
+func serveCmd(bin, state, data string, args ...string) *exec.Cmd {
+	return exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--state-dir", state, "--data-dir", data,
 		"--pool-preimport", "", "--shutdown-grace", "5s"}, args...)...)
+}
+
+// startServeCmd starts cmd, a serveCmd, and waits for its "serving" line.
+func startServeCmd(t *testing.T, cmd *exec.Cmd) *testServer {
+	t.Helper()
 	// A test binary killed by go test's timeout takes its server along
 	// (SIGTERM: the server still cleans up its sandboxes).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
@@ -343,5 +354,46 @@ func TestServeRefusesIncompleteConfig(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "pay") {
 		t.Fatalf("serve started with an incomplete payment config: %v\n%s", err, out)
+	}
+}
+
+// A descriptor boxer inherited without close-on-exec (a parent's leak)
+// reaches no sandbox process, not even a pid 1.
+func TestServeInheritedFDsStayOut(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(w.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	leaked := fmt.Sprintf("pipe:[%d]", st.Ino)
+	state := stateDir(t)
+	cmd := serveCmd(boxerBin(t), state, t.TempDir(), "--pool-min", "1")
+	// fd 60 of the server, not close-on-exec: above the descriptors boxer
+	// itself hands its children, which would replace a lower one.
+	cmd.ExtraFiles = append(make([]*os.File, 57), w)
+	s := startServeCmd(t, cmd)
+	for _, body := range []string{`{"files": {"main.py": "print(1)"}}`, `{"files": {"main.py": "print(1)"}, "command": ["python", "-u", "main.py"]}`} { // warm, cold
+		if code, _, m := s.post("/v1/run-python", body); code != 200 {
+			t.Fatalf("%d %v", code, m)
+		}
+	}
+	base := sandbox.Config{StateDir: state}.WithDefaults().IDBase
+	pids := observe.LiveProcesses(base, base+65536)
+	if len(pids) == 0 {
+		t.Fatal("no sandbox process to look at (the warm pool's zygote should be one)")
+	}
+	for _, pid := range pids {
+		dir := fmt.Sprintf("/proc/%d/fd", pid)
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if l, _ := os.Readlink(dir + "/" + e.Name()); l == leaked {
+				t.Errorf("sandbox process %d holds the server's inherited descriptor as fd %s", pid, e.Name())
+			}
+		}
 	}
 }
