@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // These tests create real cgroups, so they need root on a cgroup v1 host.
@@ -617,5 +619,22 @@ func TestV1CloseRemovesEmptyBase(t *testing.T) {
 		if isDir(dir) {
 			t.Errorf("Close left the empty base %s", dir)
 		}
+	}
+}
+
+func TestRetryEINTR(t *testing.T) {
+	calls := 0
+	n, err := retryEINTR(func() (int, error) {
+		calls++
+		if calls < 3 {
+			return -1, unix.EINTR
+		}
+		return 7, nil
+	})
+	if n != 7 || err != nil || calls != 3 {
+		t.Fatalf("got %d, %v after %d calls; want 7, nil after 3", n, err, calls)
+	}
+	if _, err := retryEINTR(func() (int, error) { return -1, unix.EBUSY }); err != unix.EBUSY {
+		t.Fatalf("EBUSY came back as %v", err)
 	}
 }
