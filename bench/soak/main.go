@@ -154,7 +154,7 @@ func run() error {
 	// Settled means the counts and the RSS held still for a second: the
 	// server returns freed memory 2 s after its last run, and a baseline
 	// taken before that would hide a leak behind garbage.
-	before := settle(in, time.Minute, func(now, prev footprint) bool { return now.sameCounts(prev) && now.rss == prev.rss })
+	before := settle(in, func(now, prev footprint) bool { return now.sameCounts(prev) && now.rss == prev.rss })
 	fmt.Printf("soak: %d requests, concurrency %d, %d kinds; at start: server RSS %.1f MiB; after a warm-up of %d: %s\n",
 		*total, *concurrency, len(kinds), mib(start.rss), warmup, before)
 
@@ -171,7 +171,7 @@ func run() error {
 	// server also returns freed memory 2 s after its last run), then
 	// compare with the baseline.
 	client.CloseIdleConnections()
-	after := settle(in, time.Minute, func(now, _ footprint) bool { return now.leaksVs(before) == nil })
+	after := settle(in, func(now, _ footprint) bool { return now.leaksVs(before) == nil })
 	fmt.Printf("soak: after %s\n", after)
 	fmt.Printf("soak: server log: %s\n", log)
 	return errors.Join(want(failed == 0, "%d responses had the wrong outcome", failed), after.leaksVs(before),
@@ -216,10 +216,10 @@ func load(client *http.Client, url string, n int) (int64, []string) {
 }
 
 // settle polls in's footprint once a second until done(now, previous)
-// holds, or for limit, and returns the last one.
-func settle(in observe.Instance, limit time.Duration, done func(now, prev footprint) bool) footprint {
+// holds, or for a minute, and returns the last one.
+func settle(in observe.Instance, done func(now, prev footprint) bool) footprint {
 	prev := snapshot(in)
-	for deadline := time.Now().Add(limit); time.Now().Before(deadline); {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 		time.Sleep(time.Second) // polling interval
 		now := snapshot(in)
 		if done(now, prev) {

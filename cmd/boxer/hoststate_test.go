@@ -31,12 +31,10 @@ type hostWatch struct {
 
 // fdList lists pid's descriptors and their targets, one a line.
 func fdList(pid int) string {
-	dir := fmt.Sprintf("/proc/%d/fd", pid)
-	ents, _ := os.ReadDir(dir)
+	fds := observe.Descriptors(pid)
 	var b strings.Builder
-	for _, e := range ents {
-		t, _ := os.Readlink(filepath.Join(dir, e.Name()))
-		fmt.Fprintf(&b, "%s -> %s\n", e.Name(), t)
+	for _, fd := range slices.Sorted(maps.Keys(fds)) {
+		fmt.Fprintf(&b, "%d -> %s\n", fd, fds[fd])
 	}
 	return b.String()
 }

@@ -388,11 +388,9 @@ func TestServeInheritedFDsStayOut(t *testing.T) {
 		t.Fatal("no sandbox process to look at (the warm pool's zygote should be one)")
 	}
 	for _, pid := range pids {
-		dir := fmt.Sprintf("/proc/%d/fd", pid)
-		ents, _ := os.ReadDir(dir)
-		for _, e := range ents {
-			if l, _ := os.Readlink(dir + "/" + e.Name()); l == leaked {
-				t.Errorf("sandbox process %d holds the server's inherited descriptor as fd %s", pid, e.Name())
+		for fd, target := range observe.Descriptors(pid) {
+			if target == leaked {
+				t.Errorf("sandbox process %d holds the server's inherited descriptor as fd %d", pid, fd)
 			}
 		}
 	}

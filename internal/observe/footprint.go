@@ -58,19 +58,32 @@ func Snapshot(in Instance) Footprint {
 	}
 	runs, _ := os.ReadDir(filepath.Join(in.StateDir, "runs"))
 	f.RunDirs = len(runs)
-	fdDir := "/proc/" + strconv.Itoa(in.PID) + "/fd"
-	fds, _ := os.ReadDir(fdDir)
-	for _, fd := range fds {
-		t, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
-		if err != nil {
-			continue // closed since the listing
-		}
+	for _, t := range Descriptors(in.PID) {
 		if in.DataDir != "" && strings.HasPrefix(t, in.DataDir+"/") {
 			continue
 		}
 		f.FDs[cutInode(t)]++
 	}
 	return f
+}
+
+// Descriptors maps each open descriptor of process pid to what it refers
+// to: a path, "pipe:[N]", "socket:[N]" and the like. One closed while the
+// list is read is left out.
+func Descriptors(pid int) map[int]string {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	ents, _ := os.ReadDir(dir)
+	m := make(map[int]string, len(ents))
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if t, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil {
+			m[fd] = t
+		}
+	}
+	return m
 }
 
 // Diff lists, one line each, how f differs from base; nil when they are

@@ -40,3 +40,18 @@ func (c chanWriter) Write(b []byte) (int, error) {
 	c <- append([]byte(nil), b...)
 	return len(b), nil
 }
+
+func TestDescriptors(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fds := Descriptors(os.Getpid())
+	if got := fds[int(f.Fd())]; got != f.Name() {
+		t.Fatalf("fd %d: %q, want %q", f.Fd(), got, f.Name())
+	}
+	if _, ok := fds[-1]; ok || len(Descriptors(-1)) != 0 {
+		t.Fatal("descriptors of no process")
+	}
+}

@@ -29,8 +29,7 @@ func TestCaptureCutWhenNoEOF(t *testing.T) {
 	}
 	defer w.Close()
 	c := startCapture(r, 1<<10)
-	out, cut := c.waitAtMost(10 * time.Millisecond)
-	if !cut || out.Data == nil {
-		t.Fatalf("cut %v, data %q: want the wait cut off", cut, out.Data)
+	if _, cut := c.waitAtMost(10 * time.Millisecond); !cut {
+		t.Fatal("the wait for a stream still open was not cut off")
 	}
 }

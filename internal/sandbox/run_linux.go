@@ -130,8 +130,9 @@ func awaitEnd(ctx context.Context, limit time.Duration, exits <-chan uint32, kil
 func finish(ctx context.Context, e *Engine, id string, cg cgroup.Cgroup, work int, io *runIO, job *boxer.Job, out outcome, wall time.Duration) (*boxer.Result, error) {
 	res := &boxer.Result{Wall: wall}
 	var cutOut, cutErr bool
-	res.Stdout, cutOut = io.stdout.waitAtMost(killWait)
-	res.Stderr, cutErr = io.stderr.waitAtMost(killWait)
+	grace := time.Now().Add(killWait) // for both streams together
+	res.Stdout, cutOut = io.stdout.waitAtMost(time.Until(grace))
+	res.Stderr, cutErr = io.stderr.waitAtMost(time.Until(grace))
 	if cutOut || cutErr {
 		// Every process of the run is dead, so only a descriptor that
 		// escaped it can hold a stream open: a bug to find, never a

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"boxer"
+	"boxer/internal/observe"
 
 	"golang.org/x/sys/unix"
 )
@@ -419,22 +421,7 @@ func TestZygoteStdoutHeldAcrossGC(t *testing.T) {
 		runtime.GC()
 		<-done
 	}
-	if !slices.Contains(ownFDTargets(t), target) {
+	if !slices.Contains(slices.Collect(maps.Values(observe.Descriptors(os.Getpid()))), target) {
 		t.Fatalf("the zygote's stdout (%s) is no longer read by this process", target)
 	}
-}
-
-func ownFDTargets(t *testing.T) []string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range ents {
-		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
-			out = append(out, l)
-		}
-	}
-	return out
 }

@@ -316,15 +316,17 @@ type forkReq struct {
 }
 
 // fork asks the zygote for a child that gets sock as its job socket. It
-// returns the child's pid (as boxer sees it)
-// and a channel that receives its wait status, or closes if the zygote dies.
-func (z *Zygote) fork(req forkReq, sock *os.File) (int, <-chan uint32, error) {
+// returns a channel that receives the child's wait status, or closes if
+// the zygote dies. (The child's pid comes from the child itself, in the
+// credentials of its first message: the zygote's numbers are its own PID
+// namespace's.)
+func (z *Zygote) fork(req forkReq, sock *os.File) (<-chan uint32, error) {
 	z.forkMu.Lock()
 	defer z.forkMu.Unlock()
 	req.ID = z.forks.Add(1)
 	b, _ := json.Marshal(req)
 	if _, _, err := z.ctrl.WriteMsgUnix(b, unix.UnixRights(int(sock.Fd())), nil); err != nil {
-		return 0, nil, fmt.Errorf("zygote: fork request: %w", err)
+		return nil, fmt.Errorf("zygote: fork request: %w", err)
 	}
 	t := time.NewTimer(forkTimeout)
 	defer t.Stop()
@@ -337,16 +339,16 @@ func (z *Zygote) fork(req forkReq, sock *os.File) (int, <-chan uint32, error) {
 				continue
 			}
 			if m.Op != "forked" {
-				return 0, nil, fmt.Errorf("zygote: got %q, want forked", m.Op)
+				return nil, fmt.Errorf("zygote: got %q, want forked", m.Op)
 			}
 			z.mu.Lock()
 			ch := z.exits[m.Pid]
 			z.mu.Unlock()
-			return m.Pid, ch, nil
+			return ch, nil
 		case <-z.dead:
-			return 0, nil, errors.New("zygote died")
+			return nil, errors.New("zygote died")
 		case <-t.C:
-			return 0, nil, fmt.Errorf("zygote: no fork within %v", forkTimeout)
+			return nil, fmt.Errorf("zygote: no fork within %v", forkTimeout)
 		}
 	}
 }
