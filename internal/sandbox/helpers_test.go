@@ -82,9 +82,17 @@ type runPath struct {
 // each guarantee on both paths.
 func bothPaths(t *testing.T, mod func(*Config)) (*Engine, []runPath) {
 	t.Helper()
+	e, _, paths := bothPathsPreImporting(t, mod)
+	return e, paths
+}
+
+// bothPathsPreImporting is bothPaths with a zygote that pre-imports
+// modules.
+func bothPathsPreImporting(t *testing.T, mod func(*Config), modules ...string) (*Engine, *Zygote, []runPath) {
+	t.Helper()
 	e := newTestEngine(t, mod)
-	z := newTestZygote(t, e)
-	return e, []runPath{
+	z := newTestZygote(t, e, modules...)
+	return e, z, []runPath{
 		{"cold", func(t *testing.T, job *boxer.Job) *boxer.Result { t.Helper(); return runJob(t, e, job) }},
 		{"warm", func(t *testing.T, job *boxer.Job) *boxer.Result { t.Helper(); return runWarm(t, z, job) }},
 	}

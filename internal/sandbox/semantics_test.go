@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"strings"
 	"testing"
 
 	"boxer"
@@ -8,9 +9,16 @@ import (
 
 // A warm run is indistinguishable from `python main.py` (or -c, -m) in a
 // fresh interpreter: the same programs give the same stdout, stderr and
-// exit status on both paths.
+// exit status on both paths, whether the zygote pre-imports modules or
+// not. The one difference allowed is sys.modules holding the pre-imports'
+// modules (listed in pre.txt, which every job gets).
 func TestWarmSemanticsMatchCold(t *testing.T) {
-	_, paths := bothPaths(t, nil)
+	t.Run("no pre-imports", func(t *testing.T) { testSemantics(t) })
+	t.Run("numpy pre-imported", func(t *testing.T) { testSemantics(t, "numpy") })
+}
+
+func testSemantics(t *testing.T, preimports ...string) {
+	_, z, paths := bothPathsPreImporting(t, nil, preimports...)
 	const inspect = `import os, sys
 print("argv", sys.argv, "orig", sys.orig_argv)
 print("name", __name__, "file", globals().get("__file__"))
@@ -19,7 +27,7 @@ print("globals", sorted(k for k in globals() if k.startswith("__")))
 print("loader", type(__loader__).__name__ if not isinstance(__loader__, type) else __loader__.__name__)
 print("env", sorted(os.environ.items()))
 print("stdin", repr(sys.stdin.read()))
-print("modules", sorted(sys.modules))
+print("modules", sorted(set(sys.modules) - set(open("/work/pre.txt").read().split())))
 print("flags", sys.flags)
 `
 	file := func(name, content string) boxer.File { return boxer.File{Path: name, Content: []byte(content)} }
@@ -50,6 +58,17 @@ print("flags", sys.flags)
 		{"stdout closed", []string{"python", "-c", "import sys; sys.stdout.close()"}, nil, ""},
 		// The same descriptors: nothing of boxer's or the zygote's is open.
 		{"open descriptors", []string{"python", "-c", "import os; print(sorted(os.listdir('/proc/self/fd')))"}, nil, ""},
+		{"main thread's native id", []string{"python", "-c", "import threading; print(threading.main_thread().native_id == threading.get_native_id())"}, nil, ""},
+		// numpy does not reseed its global generator in a forked child:
+		// neither may the warm path, for a job's own fork.
+		{"numpy's random state across the job's own fork", []string{"python", "main.py"}, []boxer.File{file("main.py", `import os, numpy
+r, w = os.pipe()
+if os.fork() == 0:
+    os.write(w, b"%d" % numpy.random.randint(1 << 30))
+    os._exit(0)
+os.wait()
+print(int(os.read(r, 32)) == numpy.random.randint(1 << 30))
+`)}, ""},
 		{"session and group", []string{"python", "-c", "import os; print(os.getsid(0) == os.getpgid(0) == os.getpid())"}, nil, ""},
 		// exec drops close-on-exec descriptors, and with them a lock: on
 		// the warm path too, where the keeper holds the child's memory but
@@ -62,8 +81,9 @@ os.execv(sys.executable, [sys.executable, "-c", "import fcntl, os; fcntl.flock(o
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got [2]*boxer.Result
+			files := append(tc.files, file("pre.txt", strings.Join(z.Preimported, "\n")))
 			for i, p := range paths {
-				got[i] = p.run(t, &boxer.Job{Argv: tc.argv, Files: tc.files, Stdin: []byte(tc.stdin)})
+				got[i] = p.run(t, &boxer.Job{Argv: tc.argv, Files: files, Stdin: []byte(tc.stdin)})
 			}
 			cold, warm := got[0], got[1]
 			if cold.Status != warm.Status || cold.ExitCode != warm.ExitCode || cold.Signal != warm.Signal {

@@ -87,7 +87,7 @@ func TestWarmRunEndsWhenZygoteDies(t *testing.T) {
 }
 
 // CLONE_PARENT is refused, so a job cannot hand zombies to the zygote; and
-// two warm jobs never share numpy's random stream.
+// two warm jobs never share a random stream, Python's or numpy's.
 func TestWarmNoStrayChildrenNoSharedRandomness(t *testing.T) {
 	e := newTestEngine(t, nil)
 	z, err := e.StartZygote(context.Background(), ZygoteConfig{Slots: 4, PreImports: []string{"numpy"}})
@@ -104,10 +104,14 @@ print(r, errno.errorcode.get(ctypes.get_errno()))`, boxer.Limits{}))
 	if got := string(res.Stdout.Data); got != "-1 EPERM\n" {
 		t.Fatalf("clone(CLONE_PARENT): %q %s", got, res.Stderr.Data)
 	}
-	draw := "import numpy; print(numpy.random.randint(0, 1 << 30, 3))"
-	a := runWarm(t, z, pyJob(draw, boxer.Limits{}))
-	b := runWarm(t, z, pyJob(draw, boxer.Limits{}))
-	if string(a.Stdout.Data) == string(b.Stdout.Data) {
-		t.Fatalf("two warm jobs drew the same numbers: %s", a.Stdout.Data)
+	for _, draw := range []string{
+		"import numpy; print(numpy.random.randint(0, 1 << 30, 3))",
+		"import random; print(random.getrandbits(64))",
+	} {
+		a := runWarm(t, z, pyJob(draw, boxer.Limits{}))
+		b := runWarm(t, z, pyJob(draw, boxer.Limits{}))
+		if a.Status != boxer.StatusOK || string(a.Stdout.Data) == string(b.Stdout.Data) {
+			t.Fatalf("two warm jobs drew the same numbers (%s): %s %s", draw, a.Stdout.Data, a.Stderr.Data)
+		}
 	}
 }

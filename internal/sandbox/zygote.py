@@ -146,6 +146,7 @@ def _child(req, fds, prog, drop):
         for fd, target in ((null, 0), (null, 1), (null, 2), (job_fd, 3)):
             os.dup2(fd, target)
         os.closerange(4, 1 << 20)
+        _fresh_child()
         sock = socket.socket(fileno=3)
         # boxer reads our pid, as its own namespace numbers it, from the
         # credentials the kernel attaches to this message (SO_PASSCRED).
@@ -264,6 +265,7 @@ def _learn():
     pid = os.fork()
     if pid == 0:
         try:
+            _fresh_child()
             os.close(r)
             null = os.open("/dev/null", os.O_RDWR)
             for fd in (0, 1, 2):
@@ -434,6 +436,17 @@ def _finalize(code):
     os._exit(code)
 
 
+def _fresh_child():
+    """Gives a forked child what a fresh interpreter has of its own: random
+    state (see _reseed) and the main thread's native id, which CPython 3.11
+    does not renew after os.fork. Called in the child, not registered as an
+    at-fork hook: a job's own os.fork must do what it does in a cold run."""
+    _reseed()
+    threading = sys.modules.get("threading")
+    if threading is not None and hasattr(threading.main_thread(), "_set_native_id"):
+        threading.main_thread()._set_native_id()
+
+
 def _reseed():
     """Gives each child fresh random state where a pre-import keeps its own
     (Python's random module reseeds itself after fork; numpy's legacy
@@ -447,7 +460,6 @@ def _reseed():
 
 def main():
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    os.register_at_fork(after_in_child=_reseed)
     drop = sorted(_OWN)
     prog = bytes.fromhex(_CONFIG[0])
     gc.collect()
