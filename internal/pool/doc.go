@@ -62,13 +62,24 @@
 // What is left is CPU: a warm print(2+2) costs about as much CPU as a bare
 // interpreter start (the fork, the faults, the namespaces and cgroup made
 // and destroyed), so the pool answers far sooner than python3 starts but
-// does not run more jobs per second than python3 starts per second. A
-// set-up written in C would skip most of the 370 faults of CPython's
-// after-fork work and the child's set-up. The pre-imports are not the bulk
-// of the cost: with none, a job took 73 ms of CPU instead of 96 under load,
-// and in a perf profile of paced jobs without them four fifths of the busy
-// samples were in the zygote and its children, a third of those in page
-// faults, and a tenth in boxer.
+// does not run more jobs per second than python3 starts per second. The
+// pre-imports are not the bulk of the cost: with none, a job took 73 ms of
+// CPU instead of 96 under load, and in a perf profile of paced jobs
+// without them four fifths of the busy samples were in the zygote and its
+// children, a third of those in page faults, and a tenth in boxer.
+//
+// Faults are not saved one hook at a time. Forking with libc's fork
+// instead of os.fork skips CPython's after-fork work, some 250 faults in a
+// child that only exits; in the pool it saved under 10% of a child's
+// faults and no measurable CPU (20.1 against 19.7 jobs/s), because the
+// child's set-up and the job touch most of the same pages anyway. It was
+// not kept.
+//
+// Nor can any fork-per-job design reach twice python3's rate here with the
+// pre-imports: bench/floor times the kernel operations alone (fork and
+// exit, the four namespaces, the tmpfs mounts, a cgroup in five v1
+// hierarchies), and with numpy, pandas and matplotlib in the zygote they
+// come to 0.56x of a bare start's CPU, 0.39x without them (README).
 //
 // This package is the policy around that mechanism:
 //
