@@ -70,7 +70,7 @@
 //
 // Faults are not saved one hook at a time. Forking with libc's fork
 // instead of os.fork skips CPython's after-fork work, some 250 faults in a
-// child that only exits; in the pool it saved under 10% of a child's
+// child that only exits; in the pool it saved 3 to 14% of a child's
 // faults and no measurable CPU (20.1 against 19.7 jobs/s), because the
 // child's set-up and the job touch most of the same pages anyway. It was
 // not kept.
