@@ -370,11 +370,13 @@ func settledRSS(s *server) float64 {
 
 // warmPSS measures the proportional memory one more warm sandbox adds: the
 // total PSS of the server and every process of its sandboxes, with the
-// pool at two sizes.
+// pool at two sizes. Only the zygote with the pre-imports serves here (no
+// lean one): its children are the larger, and the ones whose pre-imports
+// must be shared rather than paid for each.
 func warmPSS(bin, tmp string) (float64, error) {
 	const small, large = 2, 10
 	total := func(min int) (float64, error) {
-		s, err := startServer(bin, tmp, "pss"+strconv.Itoa(min), "--pool-min", strconv.Itoa(min), "--pool-max", strconv.Itoa(large+4))
+		s, err := startServer(bin, tmp, "pss"+strconv.Itoa(min), "--pool-min", strconv.Itoa(min), "--pool-max", strconv.Itoa(large+4), "--pool-lean=false")
 		if err != nil {
 			return 0, err
 		}

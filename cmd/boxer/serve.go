@@ -63,9 +63,10 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.duration(&c.ShutdownGrace, "shutdown-grace", "BOXER_SHUTDOWN_GRACE", 35*time.Second, "on SIGTERM, how long runs in flight may finish before they are killed")
 	c.Engine = engineFlags(ef)
 
-	ef.integer(&c.Pool.Min, "pool-min", "BOXER_POOL_MIN", 2, "warm sandboxes kept ready when idle; 0 turns the warm pool off")
-	ef.integer(&c.Pool.Max, "pool-max", "BOXER_POOL_MAX", 16, "most warm sandboxes at once, ready or running")
+	ef.integer(&c.Pool.Min, "pool-min", "BOXER_POOL_MIN", 2, "warm sandboxes kept ready when idle, by each zygote; 0 turns the warm pool off")
+	ef.integer(&c.Pool.Max, "pool-max", "BOXER_POOL_MAX", 16, "most warm sandboxes at once, ready or running, by each zygote")
 	ef.list(&c.Pool.PreImports, "pool-preimport", "BOXER_POOL_PREIMPORT", "numpy,pandas,matplotlib.pyplot", "modules imported once and shared by every warm run (and matplotlib's font cache built once)")
+	ef.boolean(&c.Pool.Lean, "pool-lean", "BOXER_POOL_LEAN", true, "also keep a zygote without the pre-imports, for runs whose code names none of them (cheaper per run)")
 	ef.integer(&c.RotateAfter, "pool-rotate-after", "BOXER_POOL_ROTATE_AFTER", 1000, "replace the warm pool's zygote after this many sandboxes (fresh hash seed, stack canary, address layout); 0: never")
 	ef.bytes(&c.Pool.ZygoteMemoryBytes, "pool-zygote-memory", "BOXER_POOL_ZYGOTE_MEMORY", 1<<30, "memory limit of the warm pool's zygote (its pre-imports)")
 
@@ -236,7 +237,7 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { m.served <- m.http.Serve(m.listener) }()
 	m.log.Info("serving", "addr", "http://"+m.listener.Addr().String(), "version", version,
 		"python", m.engine.Runtime().Version, "cgroup", m.engine.CgroupVersion().String(),
-		"pool_min", c.Pool.Min, "preimports", c.Pool.PreImports, "payments", c.Payments.Mode)
+		"pool_min", c.Pool.Min, "preimports", c.Pool.PreImports, "pool_lean", c.Pool.Lean, "payments", c.Payments.Mode)
 	return nil
 }
 

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"boxer"
@@ -13,13 +16,18 @@ import (
 
 // Config shapes the pool. The zero value is a disabled pool.
 type Config struct {
-	// Min is how many warm children are kept ready when idle; 0 disables
-	// the pool.
+	// Min is how many warm children each zygote keeps ready when idle; 0
+	// disables the pool.
 	Min int
-	// Max bounds the children that exist at once (ready or running).
+	// Max bounds each zygote's children that exist at once (ready or
+	// running).
 	Max int
 	// PreImports are imported once in the zygote and shared by every job.
 	PreImports []string
+	// Lean adds a second zygote without the pre-imports, for the jobs
+	// whose code names none of them (see names). Its children cost less
+	// CPU to make and to end; with no pre-imports it changes nothing.
+	Lean bool
 	// ZygoteMemoryBytes caps the zygote's own cgroup.
 	ZygoteMemoryBytes int64
 	// RotateAfter replaces the zygote after it has forked this many
@@ -44,12 +52,26 @@ type Pool struct {
 	cfg Config
 	log *slog.Logger
 
-	ready    chan *sandbox.Warm // prepared children, at most Max
-	wake     chan struct{}      // nudges the refiller
+	// lanes[0] has the pre-imports; lanes[1], if Lean, has none.
+	lanes []*lane
+	// topNames are the pre-imports' top-level package names, which send
+	// a job to lanes[0].
+	topNames []string
+
 	stop     chan struct{}
 	closed   sync.WaitGroup
 	spent    sync.WaitGroup // children being destroyed after their job
 	retiring sync.WaitGroup // rotated-out zygotes not yet closed
+}
+
+// lane is one zygote with its ready children and their refiller.
+type lane struct {
+	p          *Pool
+	name       string
+	preImports []string
+	ready      chan *sandbox.Warm // prepared children, at most Max
+	wake       chan struct{}      // nudges the refiller
+	served     atomic.Int64       // jobs run on its children
 
 	mu       sync.Mutex
 	zyg      *sandbox.Zygote // nil while (re)starting
@@ -58,36 +80,59 @@ type Pool struct {
 
 var _ boxer.Runner = (*Pool)(nil)
 
-// New starts the pool's zygote and fills it to Min. With Min 0 it returns
-// a pool that runs every job cold.
+// New starts the pool's zygotes and fills them to Min. With Min 0 it
+// returns a pool that runs every job cold.
 func New(ctx context.Context, eng *sandbox.Engine, cfg Config, log *slog.Logger) (*Pool, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Pool{eng: eng, cfg: cfg, log: log, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	p := &Pool{eng: eng, cfg: cfg, log: log, stop: make(chan struct{})}
 	if cfg.Min == 0 {
 		return p, nil
 	}
-	p.ready = make(chan *sandbox.Warm, cfg.Max)
-	z, err := p.startZygote(ctx)
-	if err != nil {
-		return nil, err
+	p.lanes = []*lane{p.newLane("preimports", cfg.PreImports)}
+	if cfg.Lean && len(cfg.PreImports) > 0 {
+		p.lanes = append(p.lanes, p.newLane("lean", nil))
+		for _, m := range cfg.PreImports {
+			top, _, _ := strings.Cut(m, ".")
+			if !slices.Contains(p.topNames, top) {
+				p.topNames = append(p.topNames, top)
+			}
+		}
 	}
-	p.zyg = z
-	p.closed.Add(1)
-	go p.refill()
+	for _, l := range p.lanes {
+		z, err := l.startZygote(ctx)
+		if err != nil {
+			for _, started := range p.lanes {
+				if started.zyg != nil {
+					started.zyg.Close()
+				}
+			}
+			return nil, err
+		}
+		l.zyg = z
+	}
+	for _, l := range p.lanes {
+		p.closed.Add(1)
+		go l.refill()
+	}
 	return p, nil
 }
 
-func (p *Pool) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
+func (p *Pool) newLane(name string, preImports []string) *lane {
+	return &lane{p: p, name: name, preImports: preImports,
+		ready: make(chan *sandbox.Warm, p.cfg.Max), wake: make(chan struct{}, 1)}
+}
+
+func (l *lane) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
 	t := time.Now()
-	z, err := p.eng.StartZygote(ctx, sandbox.ZygoteConfig{
-		PreImports:  p.cfg.PreImports,
-		Slots:       p.cfg.Max,
-		MemoryBytes: p.cfg.ZygoteMemoryBytes,
+	z, err := l.p.eng.StartZygote(ctx, sandbox.ZygoteConfig{
+		PreImports:  l.preImports,
+		Slots:       l.p.cfg.Max,
+		MemoryBytes: l.p.cfg.ZygoteMemoryBytes,
 	})
 	if err == nil {
-		p.log.Info("warm pool zygote ready", "preimports", p.cfg.PreImports,
+		l.p.log.Info("warm pool zygote ready", "lane", l.name, "preimports", l.preImports,
 			"modules_loaded", len(z.Preimported), "learned_pages", z.LearnedPages, "took", time.Since(t).Round(time.Millisecond))
 	}
 	return z, err
@@ -95,6 +140,16 @@ func (p *Pool) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
 
 // Enabled reports whether jobs may run warm.
 func (p *Pool) Enabled() bool { return p.cfg.Min > 0 }
+
+// Served reports how many jobs each lane's children have run, by lane
+// name ("preimports", and "lean" if the pool has it).
+func (p *Pool) Served() map[string]int64 {
+	out := make(map[string]int64, len(p.lanes))
+	for _, l := range p.lanes {
+		out[l.name] = l.served.Load()
+	}
+	return out
+}
 
 // Run runs job warm if its command and limits allow, cold otherwise.
 func (p *Pool) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
@@ -106,16 +161,18 @@ func (p *Pool) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 	if err := sandbox.ValidateLimits(lim); err != nil {
 		return nil, boxer.Errorf(boxer.ECodeInvalidRequest, "%v", err)
 	}
+	l := p.laneFor(job, form)
 	t0 := time.Now()
-	w, err := p.take(ctx)
+	w, err := l.take(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		p.log.Warn("no warm sandbox, running cold", "err", err)
+		p.log.Warn("no warm sandbox, running cold", "lane", l.name, "err", err)
 		return p.eng.Run(ctx, job)
 	}
-	defer p.done()
+	defer l.done()
+	l.served.Add(1)
 	// A spent child is destroyed after the result is returned: its
 	// processes are already dead (Run waits for that); what is left is
 	// its cgroup directory, its work dir and its namespaces, whose
@@ -138,94 +195,141 @@ func (p *Pool) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 	return res, nil
 }
 
+// laneFor picks the lean lane for a job whose code names none of the
+// pre-imports, and the pre-imports' lane otherwise. The code is read for
+// nothing else, and only to save time: isolation and semantics are the
+// same on both lanes but for sys.modules, which holds the pre-imports'
+// modules on theirs (as the pool's configuration declares). A job that
+// reaches a pre-import without naming it (through __import__ of a built
+// string, or a data file it runs) is routed lean and pays for the import.
+func (p *Pool) laneFor(job *boxer.Job, form sandbox.Form) *lane {
+	if len(p.lanes) == 1 {
+		return p.lanes[0]
+	}
+	if form.Kind != "file" && names(form.Target, p.topNames) {
+		return p.lanes[0]
+	}
+	for _, f := range job.Files {
+		if strings.HasSuffix(f.Path, ".py") && names(string(f.Content), p.topNames) {
+			return p.lanes[0]
+		}
+	}
+	return p.lanes[1]
+}
+
+// names reports whether code contains any of words as a whole
+// identifier: "numpy" in "import numpy as np" or "numpy.random", not in
+// "numpyro" or "my_numpy".
+func names(code string, words []string) bool {
+	for _, w := range words {
+		for rest, at := code, 0; ; {
+			i := strings.Index(rest, w)
+			if i < 0 {
+				break
+			}
+			start, end := at+i, at+i+len(w)
+			if (start == 0 || !identByte(code[start-1])) && (end == len(code) || !identByte(code[end])) {
+				return true
+			}
+			rest, at = code[end:], end
+		}
+	}
+	return false
+}
+
+func identByte(b byte) bool {
+	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= 0x80
+}
+
 // take returns a ready child, or prepares one now if none is ready.
-func (p *Pool) take(ctx context.Context) (*sandbox.Warm, error) {
-	p.mu.Lock()
-	p.inflight++
-	z := p.zyg
-	p.mu.Unlock()
+func (l *lane) take(ctx context.Context) (*sandbox.Warm, error) {
+	l.mu.Lock()
+	l.inflight++
+	z := l.zyg
+	l.mu.Unlock()
 	// The refiller is nudged when the job is done, not now: preparing a
 	// child (a fork and a namespace set-up) would compete with this job
 	// for the CPU, and hold up the zygote while the job's exit is due.
 	select {
-	case w := <-p.ready:
+	case w := <-l.ready:
 		return w, nil
 	default:
 	}
 	if z == nil {
-		p.done()
+		l.done()
 		return nil, errors.New("zygote restarting")
 	}
 	w, err := z.Prepare(ctx)
 	if err != nil {
-		p.done()
+		l.done()
 	}
 	return w, err
 }
 
-func (p *Pool) done() {
-	p.mu.Lock()
-	p.inflight--
-	p.mu.Unlock()
-	p.nudge()
+func (l *lane) done() {
+	l.mu.Lock()
+	l.inflight--
+	l.mu.Unlock()
+	l.nudge()
 }
 
-func (p *Pool) nudge() {
+func (l *lane) nudge() {
 	select {
-	case p.wake <- struct{}{}:
+	case l.wake <- struct{}{}:
 	default:
 	}
 }
 
 // target is how many children should be ready: Min plus the jobs in
 // flight, so that a burst finds the next child prepared, within Max.
-func (p *Pool) target() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return min(p.cfg.Min+p.inflight, p.cfg.Max-p.inflight)
+func (l *lane) target() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return min(l.p.cfg.Min+l.inflight, l.p.cfg.Max-l.inflight)
 }
 
 // refill keeps the ready queue at target, and replaces a dead zygote.
-func (p *Pool) refill() {
+func (l *lane) refill() {
+	p := l.p
 	defer p.closed.Done()
 	backoff := 100 * time.Millisecond
 	for {
-		p.mu.Lock()
-		z := p.zyg
-		p.mu.Unlock()
+		l.mu.Lock()
+		z := l.zyg
+		l.mu.Unlock()
 		select {
 		case <-p.stop:
 			return
 		case <-z.Dead():
-			p.replaceZygote(&backoff)
+			l.replaceZygote(&backoff)
 			continue
 		default:
 		}
 		if p.cfg.RotateAfter > 0 && z.Forks() >= p.cfg.RotateAfter {
-			p.rotate(z)
+			l.rotate(z)
 			continue
 		}
 		// Shrink back to the target after a burst: each ready child holds
 		// a process, a cgroup and descriptors for nothing.
-		for len(p.ready) > p.target() {
+		for len(l.ready) > l.target() {
 			select {
-			case w := <-p.ready:
+			case w := <-l.ready:
 				w.Destroy()
 			default:
 			}
 		}
-		if len(p.ready) >= p.target() {
+		if len(l.ready) >= l.target() {
 			select {
 			case <-p.stop:
 				return
 			case <-z.Dead():
-			case <-p.wake:
+			case <-l.wake:
 			}
 			continue
 		}
 		w, err := z.Prepare(context.Background())
 		if err != nil {
-			p.log.Warn("prepare warm sandbox", "err", err)
+			p.log.Warn("prepare warm sandbox", "lane", l.name, "err", err)
 			select {
 			case <-p.stop:
 				return
@@ -233,60 +337,62 @@ func (p *Pool) refill() {
 			}
 			continue
 		}
-		p.ready <- w
+		l.ready <- w
 	}
 }
 
 // rotate starts a fresh zygote and retires old, which closes once its
 // running jobs are done. If the fresh one cannot start, old serves on and
 // rotation is tried again later.
-func (p *Pool) rotate(old *sandbox.Zygote) {
-	z, err := p.startZygote(context.Background())
+func (l *lane) rotate(old *sandbox.Zygote) {
+	p := l.p
+	z, err := l.startZygote(context.Background())
 	if err != nil {
-		p.log.Error("rotate zygote: start a fresh one", "err", err)
+		p.log.Error("rotate zygote: start a fresh one", "lane", l.name, "err", err)
 		select {
 		case <-p.stop:
 		case <-time.After(10 * time.Second):
 		}
 		return
 	}
-	p.mu.Lock()
-	p.zyg = z
-	p.mu.Unlock()
-	p.drain() // unused children of the old zygote
+	l.mu.Lock()
+	l.zyg = z
+	l.mu.Unlock()
+	l.drain() // unused children of the old zygote
 	old.Retire()
 	p.retiring.Add(1)
 	go func() {
 		defer p.retiring.Done()
 		<-old.Closed()
 	}()
-	p.log.Info("zygote rotated", "after_forks", old.Forks())
+	p.log.Info("zygote rotated", "lane", l.name, "after_forks", old.Forks())
 }
 
 // replaceZygote discards the children of a dead zygote and starts another.
-func (p *Pool) replaceZygote(backoff *time.Duration) {
-	p.mu.Lock()
-	old := p.zyg
-	p.zyg = nil
-	p.mu.Unlock()
-	p.log.Error("zygote died; replacing it")
-	p.drain()
+func (l *lane) replaceZygote(backoff *time.Duration) {
+	p := l.p
+	l.mu.Lock()
+	old := l.zyg
+	l.zyg = nil
+	l.mu.Unlock()
+	p.log.Error("zygote died; replacing it", "lane", l.name)
+	l.drain()
 	old.Close()
 	for {
-		z, err := p.startZygote(context.Background())
+		z, err := l.startZygote(context.Background())
 		if err == nil {
-			p.mu.Lock()
-			p.zyg = z
-			p.mu.Unlock()
+			l.mu.Lock()
+			l.zyg = z
+			l.mu.Unlock()
 			*backoff = 100 * time.Millisecond
 			return
 		}
-		p.log.Error("start zygote", "err", err)
+		p.log.Error("start zygote", "lane", l.name, "err", err)
 		select {
 		case <-p.stop:
-			p.mu.Lock()
-			p.zyg = old // keep a closed zygote so refill sees it dead and stops
-			p.mu.Unlock()
+			l.mu.Lock()
+			l.zyg = old // keep a closed zygote so refill sees it dead and stops
+			l.mu.Unlock()
 			return
 		case <-time.After(*backoff):
 		}
@@ -294,10 +400,10 @@ func (p *Pool) replaceZygote(backoff *time.Duration) {
 	}
 }
 
-func (p *Pool) drain() {
+func (l *lane) drain() {
 	for {
 		select {
-		case w := <-p.ready:
+		case w := <-l.ready:
 			w.Destroy()
 		default:
 			return
@@ -316,12 +422,16 @@ func (p *Pool) Close() {
 	}
 	close(p.stop)
 	p.closed.Wait()
-	p.drain()
+	for _, l := range p.lanes {
+		l.drain()
+	}
 	p.spent.Wait()
 	p.retiring.Wait()
-	p.mu.Lock()
-	if p.zyg != nil {
-		p.zyg.Close()
+	for _, l := range p.lanes {
+		l.mu.Lock()
+		if l.zyg != nil {
+			l.zyg.Close()
+		}
+		l.mu.Unlock()
 	}
-	p.mu.Unlock()
 }

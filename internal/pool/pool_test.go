@@ -105,18 +105,19 @@ func TestBurst(t *testing.T) {
 // A zygote that dies is replaced; jobs keep running meanwhile.
 func TestZygoteReplaced(t *testing.T) {
 	p := newTestPool(t, Config{Min: 1, Max: 2, PreImports: []string{"json"}})
-	p.mu.Lock()
-	old := p.zyg
-	p.mu.Unlock()
+	l := p.lanes[0]
+	l.mu.Lock()
+	old := l.zyg
+	l.mu.Unlock()
 	old.Close() // as if it had crashed
 	if res := run(t, p, "python", "main.py"); res.Status != boxer.StatusOK {
 		t.Fatal(res.Status)
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		p.mu.Lock()
-		z := p.zyg
-		p.mu.Unlock()
+		l.mu.Lock()
+		z := l.zyg
+		l.mu.Unlock()
 		if z != nil && z != old {
 			break
 		}
@@ -144,5 +145,77 @@ func TestRotation(t *testing.T) {
 	}
 	if len(seeds) < 2 {
 		t.Fatalf("12 jobs over several rotations drew one hash seed")
+	}
+}
+
+// With Lean, a job whose code names a pre-import runs on the zygote that
+// has it, and any other job on the zygote without: warm either way.
+func TestLeanLane(t *testing.T) {
+	p := newTestPool(t, Config{Min: 1, Max: 2, PreImports: []string{"json"}, Lean: true})
+	// Spelled so that the probe itself names no pre-import.
+	const probe = "import sys; print('js' + 'on' in sys.modules)"
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		lane  string
+		out   string
+	}{
+		{"names none", map[string]string{"main.py": probe}, "lean", "False\n"},
+		{"names one", map[string]string{"main.py": "import json\n" + probe}, "preimports", "True\n"},
+		{"a module of the job names one", map[string]string{"main.py": "import util\n" + probe, "util.py": "import json.decoder\n"}, "preimports", "True\n"},
+		{"only a data file names one", map[string]string{"main.py": probe, "notes.txt": "import json"}, "lean", "False\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := &boxer.Job{Argv: []string{"python", "main.py"}}
+			for path, content := range tc.files {
+				job.Files = append(job.Files, boxer.File{Path: path, Content: []byte(content)})
+			}
+			before := p.Served()
+			res, err := p.Run(context.Background(), job)
+			if err != nil || res.Status != boxer.StatusOK {
+				t.Fatalf("%v %+v", err, res)
+			}
+			if got := string(res.Stdout.Data); got != tc.out {
+				t.Errorf("stdout %q, want %q", got, tc.out)
+			}
+			after := p.Served()
+			for lane, n := range after {
+				want := before[lane]
+				if lane == tc.lane {
+					want++
+				}
+				if n != want {
+					t.Errorf("lane %s served %d jobs, want %d", lane, n, want)
+				}
+			}
+		})
+	}
+	// -c code is read as a file's would be.
+	before := p.Served()["preimports"]
+	res, err := p.Run(context.Background(), &boxer.Job{Argv: []string{"python", "-c", "import json; " + probe}})
+	if err != nil || string(res.Stdout.Data) != "True\n" || p.Served()["preimports"] != before+1 {
+		t.Errorf("-c naming a pre-import: %v %+v, served %d", err, res, p.Served()["preimports"]-before)
+	}
+}
+
+func TestNames(t *testing.T) {
+	words := []string{"numpy", "pandas"}
+	for code, want := range map[string]bool{
+		"import numpy as np":           true,
+		"from pandas import DataFrame": true,
+		"x = numpy.zeros(3)":           true,
+		"import os, numpy":             true,
+		"numpy":                        true,
+		"import numpyro":               false,
+		"my_numpy = 1":                 false,
+		"import pandasql":              false,
+		"print('hello')":               false,
+		"":                             false,
+		"é_numpy":                      false,
+		"numpy_extra; numpy":           true,
+	} {
+		if got := names(code, words); got != want {
+			t.Errorf("names(%q) = %v, want %v", code, got, want)
+		}
 	}
 }

@@ -34,10 +34,10 @@ type Engine struct {
 	lock    *os.File // flock on the state dir: one engine per state dir
 	spawn   *spawner // starts every pid 1 (see spawner)
 
-	// zygoteIDs[k] is held while a zygote owns id block k. There are two,
-	// in the upper half of the engine's ids, so that a pool can start a
-	// fresh zygote while the one it replaces still serves.
-	zygoteIDs [2]sync.Mutex
+	// zygoteIDs[k] is held while a zygote owns id block k. There are four,
+	// in the upper half of the engine's ids: two pool lanes, each of which
+	// may start a fresh zygote while the one it replaces still serves.
+	zygoteIDs [4]sync.Mutex
 }
 
 var _ boxer.Runner = (*Engine)(nil)

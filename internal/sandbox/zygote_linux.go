@@ -100,8 +100,8 @@ type zygoteMsg struct {
 }
 
 // StartZygote starts a zygote sandbox and waits until its pre-imports are
-// done. Only one zygote may be live per engine: it owns the id block after
-// the cold sandboxes' ids.
+// done. At most four zygotes may be live per engine, each owning a block
+// of ids above the cold sandboxes'.
 func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, retErr error) {
 	if cfg.Slots == 0 {
 		cfg.Slots = 64
@@ -109,7 +109,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	if cfg.MemoryBytes == 0 {
 		cfg.MemoryBytes = 1 << 30
 	}
-	if cfg.Slots < 1 || cfg.Slots >= idBlock/4 {
+	if cfg.Slots < 1 || cfg.Slots >= idBlock/8 {
 		return nil, fmt.Errorf("zygote: slots %d out of range", cfg.Slots)
 	}
 	block := -1
@@ -120,12 +120,12 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		}
 	}
 	if block < 0 {
-		return nil, errors.New("zygote: two zygotes of this engine are live already")
+		return nil, fmt.Errorf("zygote: %d zygotes of this engine are live already", len(e.zygoteIDs))
 	}
 	unlock := e.zygoteIDs[block].Unlock
 	// The cold sandboxes use the lower half of the engine's ids; zygote
 	// block k is the k-th quarter of the upper half.
-	base := e.cfg.IDBase + idBlock/2 + uint32(block)*idBlock/4
+	base := e.cfg.IDBase + idBlock/2 + uint32(block)*idBlock/8
 	ids := idMap{root: base, user: base + 1, users: cfg.Slots, release: unlock}
 
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
