@@ -93,9 +93,9 @@
 // one that has them; a job that reaches a pre-import without naming it
 // runs lean and pays for the import, as a cold run would. Pyodide picks
 // the packages to load from a program's imports in the same spirit. In
-// bench/service, throughput went from 0.64x to 0.88x of bare python3's
-// rate (CPU per print(2+2) 98 -> 73 ms), with warm numpy+pandas imports
-// unchanged.
+// bench/service the same day, throughput went from 0.60-0.64x of bare
+// python3's rate (two runs, 96-98 ms of CPU per print(2+2)) to 0.85-0.88x
+// (73 ms), with warm numpy+pandas imports still under 0.04x.
 //
 // This package is the policy around that mechanism:
 //
