@@ -67,8 +67,8 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.integer(&c.Pool.Max, "pool-max", "BOXER_POOL_MAX", 16, "most warm sandboxes at once, ready or running, by each zygote")
 	ef.list(&c.Pool.PreImports, "pool-preimport", "BOXER_POOL_PREIMPORT", "numpy,pandas,matplotlib.pyplot", "modules imported once and shared by every warm run (and matplotlib's font cache built once)")
 	ef.boolean(&c.Pool.Lean, "pool-lean", "BOXER_POOL_LEAN", true, "also keep a zygote without the pre-imports, for runs whose code names none of them (cheaper per run)")
-	ef.integer(&c.RotateAfter, "pool-rotate-after", "BOXER_POOL_ROTATE_AFTER", 1000, "replace the warm pool's zygote after this many sandboxes (fresh hash seed, stack canary, address layout); 0: never")
-	ef.bytes(&c.Pool.ZygoteMemoryBytes, "pool-zygote-memory", "BOXER_POOL_ZYGOTE_MEMORY", 1<<30, "memory limit of the warm pool's zygote (its pre-imports)")
+	ef.integer(&c.RotateAfter, "pool-rotate-after", "BOXER_POOL_ROTATE_AFTER", 1000, "replace each of the warm pool's zygotes after this many sandboxes (fresh hash seed, stack canary, address layout); 0: never")
+	ef.bytes(&c.Pool.ZygoteMemoryBytes, "pool-zygote-memory", "BOXER_POOL_ZYGOTE_MEMORY", 1<<30, "memory limit of each of the warm pool's zygotes (the pre-imports)")
 
 	a := &c.API
 	exec, run := api.DefaultExecLimits(), sandbox.Config{}.WithDefaults().Limits

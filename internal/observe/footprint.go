@@ -32,7 +32,7 @@ const idBlock = 65536
 // sandbox that is not settled yet.
 type Footprint struct {
 	Procs   int            // live sandbox processes: the instance's ids
-	Roots   []int          // sandbox processes the server started itself (a zygote's pid 1 when quiet)
+	Roots   []int          // sandbox processes the server started itself (the zygotes' pid 1s when quiet)
 	Cgroups int            // cgroups below the instance's cgroup base, over every hierarchy
 	Mounts  int            // host mounts below the state dir
 	RunDirs int            // entries of the state dir's runs/

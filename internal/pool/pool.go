@@ -95,7 +95,7 @@ func New(ctx context.Context, eng *sandbox.Engine, cfg Config, log *slog.Logger)
 		p.lanes = append(p.lanes, p.newLane("lean", nil))
 		for _, m := range cfg.PreImports {
 			top, _, _ := strings.Cut(m, ".")
-			if !slices.Contains(p.topNames, top) {
+			if top != "" && !slices.Contains(p.topNames, top) {
 				p.topNames = append(p.topNames, top)
 			}
 		}
@@ -222,6 +222,9 @@ func (p *Pool) laneFor(job *boxer.Job, form sandbox.Form) *lane {
 // "numpyro" or "my_numpy".
 func names(code string, words []string) bool {
 	for _, w := range words {
+		if w == "" {
+			continue
+		}
 		for rest, at := code, 0; ; {
 			i := strings.Index(rest, w)
 			if i < 0 {
@@ -281,11 +284,14 @@ func (l *lane) nudge() {
 }
 
 // target is how many children should be ready: Min plus the jobs in
-// flight, so that a burst finds the next child prepared, within Max.
+// flight, so that a burst finds the next child prepared, within Max. More
+// jobs than Max can be in flight (the ones beyond wait in Prepare for a
+// slot), and then none should be: never fewer than none, or the refiller
+// would spin trying to shrink an empty queue.
 func (l *lane) target() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return min(l.p.cfg.Min+l.inflight, l.p.cfg.Max-l.inflight)
+	return max(0, min(l.p.cfg.Min+l.inflight, l.p.cfg.Max-l.inflight))
 }
 
 // refill keeps the ready queue at target, and replaces a dead zygote.

@@ -218,4 +218,20 @@ func TestNames(t *testing.T) {
 			t.Errorf("names(%q) = %v, want %v", code, got, want)
 		}
 	}
+	if names("import numpy", []string{""}) {
+		t.Errorf("an empty name is named")
+	}
+}
+
+// More jobs in flight than Max (they wait in Prepare for a slot) ask for
+// no ready child, not a negative number of them.
+func TestTargetNeverNegative(t *testing.T) {
+	p := &Pool{cfg: Config{Min: 2, Max: 4}}
+	l := p.newLane("test", nil)
+	for inflight, want := range map[int]int{0: 2, 1: 3, 2: 2, 4: 0, 6: 0} {
+		l.inflight = inflight
+		if got := l.target(); got != want {
+			t.Errorf("inflight %d: target %d, want %d", inflight, got, want)
+		}
+	}
 }

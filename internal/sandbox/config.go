@@ -40,8 +40,8 @@ type Config struct {
 	CgroupName string
 	// IDBase is the first host uid/gid given to sandboxes. Each live
 	// sandbox takes two consecutive ids (its root, its program) from
-	// [IDBase, IDBase+2*MaxSandboxes), and a warm pool's zygote a block
-	// after that; nothing else on the host should use them. The default
+	// [IDBase, IDBase+2*MaxSandboxes), and each of up to four live zygotes
+	// a block above that; nothing else on the host should use them. The default
 	// is 1,500,000,000 for the default state dir and, for any other, a
 	// block of 65,536 ids above it chosen by the state dir's hash, so
 	// that two instances on one host do not share ids.
