@@ -22,14 +22,14 @@ import (
 // process beyond the idle pool, no cgroup, mount, run dir or server
 // descriptor more, and the canaries untouched.
 //
-// Both paths run with the same limits: 1 CPU, 512 MiB, 3 s (the flags
+// Every path runs with the same limits: 1 CPU, 512 MiB, 3 s (the flags
 // below for /v1/exec, the request's fields for /v1/run-python). The seed's
 // 30 s would make each timeout probe cost 30 s; 1 CPU makes a fork bomb
 // reach the pids limit well within 3 s on a 2-core host, and still leaves
-// a second core for the quota to withhold. A probe's two requests run at
-// once (its warm and its cold run are independent; a probe that needs the
+// a second core for the quota to withhold. A probe's requests run at once
+// (its warm and its cold runs are independent; a probe that needs the
 // CPUs to itself runs them one after the other), and the host check
-// follows both: the suite takes about 75 s on 2 cores.
+// follows them all.
 
 // attackPrelude gives each probe a one-word outcome: "ok", an errno name,
 // or an exception name.
@@ -54,10 +54,13 @@ def udp(host, port, fam=socket.AF_INET):
     socket.socket(fam, socket.SOCK_DGRAM).sendto(b"x", (host, port))
 `
 
-// attackServeFlags are /v1/exec's limits (see above), four slots (a
-// probe's two runs, and two more for the probe whose runs must overlap a
-// second run of their own) and a body timeout short enough to wait for.
-var attackServeFlags = []string{"--exec-timeout", "3s", "--exec-cpus", "1", "--slots", "4", "--body-timeout", "4s"}
+// attackServeFlags are /v1/exec's limits (see above), six slots (a
+// probe's three runs, and three more for the probe whose runs must overlap
+// a second run of their own), a body timeout short enough to wait for, and
+// a pre-import, so that the pool has its two zygotes as it does by
+// default: one with the pre-imports and the lean one.
+var attackServeFlags = []string{"--exec-timeout", "3s", "--exec-cpus", "1", "--slots", "6", "--body-timeout", "4s",
+	"--pool-preimport", "json"}
 
 const coldLimits = `"cpus": 1, "timeout_seconds": 3`
 
@@ -242,8 +245,10 @@ func describe(o outcome) string {
 		o.status, o.exit, o.signal, o.stdoutTruncated, o.stderrTruncated, o.stdout, o.stderr)
 }
 
-// paths are the two ways a program reaches a sandbox.
-var paths = []string{"warm", "cold"}
+// paths are the ways a program reaches a sandbox: a child of the lean
+// zygote, a child of the zygote with the pre-imports (the program names
+// one), and a cold sandbox.
+var paths = []string{"warm", "warm-preimports", "cold"}
 
 // runProgram sends code (after the prelude) on path.
 func (a *attacker) runProgram(t *testing.T, path, code string) *reply {
@@ -255,8 +260,13 @@ func (a *attacker) runProgram(t *testing.T, path, code string) *reply {
 // programRequest is the request that runs code (after the prelude) on path.
 func programRequest(path, code string) (route, body string) {
 	program := attackPrelude + code
-	if path == "warm" {
+	switch path {
+	case "warm":
 		return "/v1/exec", execBody(program)
+	case "warm-preimports":
+		// A last line that names the pre-import routes the run to its
+		// zygote and moves no line of the probe's.
+		return "/v1/exec", execBody(program + "\n# json\n")
 	}
 	files, _ := json.Marshal(map[string]string{"main.py": program})
 	return "/v1/run-python", `{"files": ` + string(files) + `, "command": ["python", "-u", "main.py"], ` + coldLimits + `}`
@@ -314,6 +324,10 @@ func TestServiceAttacks(t *testing.T) {
 	for _, p := range paths {
 		expect(t, a.runProgram(t, p, "print(1)"), ok("1\n"))
 	}
+	// Each warm path reaches the zygote it is named for.
+	for path, want := range map[string]string{"warm": "False\n", "warm-preimports": "True\n", "cold": "False\n"} {
+		expect(t, a.runProgram(t, path, "print('js' + 'on' in sys.modules)"), ok(want))
+	}
 	a.send(t, "/v1/run-python", "", []byte(`{"files": {"main.py": "open('a', 'w').write('a')"}, "artifact_paths": ["a"]}`))
 	a.send(t, "/v1/exec", "", []byte(`{"code": `))
 	host := watchHost(t, s, state, data)
@@ -322,7 +336,7 @@ func TestServiceAttacks(t *testing.T) {
 	for _, p := range programProbes {
 		probe(t, a, host, p.name, p.alone, func(t *testing.T, path string) {
 			want := p.want
-			if path == "warm" && p.warm != nil {
+			if strings.HasPrefix(path, "warm") && p.warm != nil {
 				want = *p.warm
 			}
 			r := a.runProgram(t, path, fill(p.code, vars))
