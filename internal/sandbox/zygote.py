@@ -46,6 +46,7 @@ import mmap
 import resource
 import select
 import signal
+import _signal  # signal's C half: a fresh interpreter has it loaded
 import socket
 import struct
 
@@ -137,7 +138,9 @@ def _child(req, fds, prog, drop):
         # SIGCONT them.
         os.sched_setaffinity(0, _CPUS)
         os.setsid()
-        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        # _signal, not signal: signal's wrappers turn numbers into enums,
+        # a few dozen of the zygote's pages written per child.
+        _signal.signal(_signal.SIGHUP, _signal.SIG_DFL)
         (job_fd,) = fds
         CTRL.detach()  # fd 3 becomes the job socket; the control socket is the zygote's
         null = os.open("/dev/null", os.O_RDWR)
@@ -206,7 +209,7 @@ def _keep_memory():
     # for every child. Never freed: the keeper sleeps on it.
     _KEEPER_STACK = mmap.mmap(-1, 16384, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     top = ctypes.addressof(ctypes.c_char.from_buffer(_KEEPER_STACK)) + len(_KEEPER_STACK) - 64
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    old = _signal.pthread_sigmask(_signal.SIG_BLOCK, _signal.valid_signals())
     # Born on this CPU and kept there: a CPU the keeper ran on stays in the
     # address space's CPU mask, and every copy-on-write fault of the job
     # would then flush that CPU's TLB too.
@@ -215,7 +218,7 @@ def _keep_memory():
         pid = _libc.clone(_SIGSUSPEND, ctypes.c_void_p(top), CLONE_VM, ctypes.addressof(_ALL_SIGNALS))
     finally:
         os.sched_setaffinity(0, _CPUS)
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, old)
     if pid < 0:
         _check(-1, "clone keeper")
 
