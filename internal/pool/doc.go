@@ -28,11 +28,13 @@
 // writes, and CPython writes a reference count on every object it touches,
 // is a copy-on-write fault. On the 2-core VM this was built on a fault
 // costs 15 to 40 us, several times bare metal, and a warm print(2+2) takes
-// about 1,000 of them (counted with perf over the zygote and its
-// children): some 300 in CPython's own after-fork work, 70 in reseeding
-// numpy, 230 in the child's set-up, 140 in the rehearsal that takes the
-// job's first faults before the job arrives, 140 in the job and 100 in the
-// zygote's own loop. Three things follow, besides keeping the count down.
+// about 1,000 of them with numpy, pandas and matplotlib pre-imported, 770
+// without (the zygotes' own and their children's, from /proc/PID/stat,
+// 2026-11-30). Of a lean child's, about 60 are CPython's after-fork work,
+// 300 the child's set-up (namespaces, mounts, privileges, keeper), 250
+// the rehearsal that takes the job's faults before the job arrives, and
+// 30 the job; the zygote's own loop takes 140 per job. Three things
+// follow, besides keeping the count down.
 //
 // The zygote stays one thread on one CPU (the pools numpy's BLAS and
 // numexpr start at import are capped at one thread while it imports),
