@@ -31,7 +31,7 @@
 // about 1,000 of them with numpy, pandas and matplotlib pre-imported, 770
 // without (the zygotes' own and their children's, from /proc/PID/stat,
 // 2026-11-30). Of a lean child's, about 60 are CPython's after-fork work,
-// 300 the child's set-up (namespaces, mounts, privileges, keeper), 250
+// 270 the child's set-up (namespaces, mounts, privileges, keeper), 250
 // the rehearsal that takes the job's faults before the job arrives, and
 // 30 the job; the zygote's own loop takes 140 per job. Three things
 // follow, besides keeping the count down.
