@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -141,16 +142,6 @@ func (l *lane) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
 // Enabled reports whether jobs may run warm.
 func (p *Pool) Enabled() bool { return p.cfg.Min > 0 }
 
-// Served reports how many jobs each lane's children have run, by lane
-// name ("preimports", and "lean" if the pool has it).
-func (p *Pool) Served() map[string]int64 {
-	out := make(map[string]int64, len(p.lanes))
-	for _, l := range p.lanes {
-		out[l.name] = l.served.Load()
-	}
-	return out
-}
-
 // Run runs job warm if its command and limits allow, cold otherwise.
 func (p *Pool) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 	form, ok := p.eng.WarmForm(job.Argv)
@@ -206,11 +197,11 @@ func (p *Pool) laneFor(job *boxer.Job, form sandbox.Form) *lane {
 	if len(p.lanes) == 1 {
 		return p.lanes[0]
 	}
-	if form.Kind != "file" && names(form.Target, p.topNames) {
+	if form.Kind != "file" && names([]byte(form.Target), p.topNames) {
 		return p.lanes[0]
 	}
 	for _, f := range job.Files {
-		if strings.HasSuffix(f.Path, ".py") && names(string(f.Content), p.topNames) {
+		if strings.HasSuffix(f.Path, ".py") && names(f.Content, p.topNames) {
 			return p.lanes[0]
 		}
 	}
@@ -220,13 +211,13 @@ func (p *Pool) laneFor(job *boxer.Job, form sandbox.Form) *lane {
 // names reports whether code contains any of words as a whole
 // identifier: "numpy" in "import numpy as np" or "numpy.random", not in
 // "numpyro" or "my_numpy".
-func names(code string, words []string) bool {
+func names(code []byte, words []string) bool {
 	for _, w := range words {
 		if w == "" {
 			continue
 		}
-		for rest, at := code, 0; ; {
-			i := strings.Index(rest, w)
+		for at := 0; ; {
+			i := bytes.Index(code[at:], []byte(w))
 			if i < 0 {
 				break
 			}
@@ -234,7 +225,7 @@ func names(code string, words []string) bool {
 			if (start == 0 || !identByte(code[start-1])) && (end == len(code) || !identByte(code[end])) {
 				return true
 			}
-			rest, at = code[end:], end
+			at = end
 		}
 	}
 	return false
