@@ -45,8 +45,10 @@ import json
 import mmap
 import resource
 import select
-import signal
-import _signal  # signal's C half: a fresh interpreter has it loaded
+# _signal, not signal: a fresh interpreter has it loaded, and signal's
+# wrappers turn numbers into enums, writing a few dozen of the zygote's
+# pages in every child that calls them.
+import _signal
 import socket
 import struct
 
@@ -138,8 +140,6 @@ def _child(req, fds, prog, drop):
         # SIGCONT them.
         os.sched_setaffinity(0, _CPUS)
         os.setsid()
-        # _signal, not signal: signal's wrappers turn numbers into enums,
-        # a few dozen of the zygote's pages written per child.
         _signal.signal(_signal.SIGHUP, _signal.SIG_DFL)
         (job_fd,) = fds
         CTRL.detach()  # fd 3 becomes the job socket; the control socket is the zygote's
@@ -432,10 +432,8 @@ def _finalize(code):
     if _ON_FINALIZE is not None:
         _ON_FINALIZE()
     if code == -2:  # KeyboardInterrupt: die of SIGINT, as the interpreter does
-        import signal
-
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
+        _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+        os.kill(os.getpid(), _signal.SIGINT)
     os._exit(code)
 
 
@@ -462,7 +460,7 @@ def _reseed():
 
 
 def main():
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    _signal.signal(_signal.SIGHUP, _signal.SIG_IGN)
     drop = sorted(_OWN)
     prog = bytes.fromhex(_CONFIG[0])
     gc.collect()
