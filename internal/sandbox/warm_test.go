@@ -425,3 +425,39 @@ func TestZygoteStdoutHeldAcrossGC(t *testing.T) {
 		t.Fatalf("the zygote's stdout (%s) is no longer read by this process", target)
 	}
 }
+
+// Up to four zygotes live at once (two pool lanes, each rotating), each
+// with host ids of its own: no two share a uid, and none reaches the cold
+// sandboxes' ids or past the engine's block. A fifth is refused, and so
+// are more slots than a block holds.
+func TestZygoteIDBlocks(t *testing.T) {
+	e := newTestEngine(t, nil)
+	const slots = idBlock/8 - 1
+	if _, err := e.StartZygote(context.Background(), ZygoteConfig{Slots: slots + 1}); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Fatalf("%d slots: %v, want out of range", slots+1, err)
+	}
+	type span struct{ lo, hi uint32 } // host uids a zygote's children may take, inclusive
+	var spans []span
+	for range len(e.zygoteIDs) {
+		z, err := e.StartZygote(context.Background(), ZygoteConfig{Slots: slots})
+		if err != nil {
+			t.Fatalf("zygote %d: %v", len(spans)+1, err)
+		}
+		defer z.Close()
+		spans = append(spans, span{z.userBase, z.userBase + slots - 1})
+	}
+	if _, err := e.StartZygote(context.Background(), ZygoteConfig{Slots: 1}); err == nil || !strings.Contains(err.Error(), "live already") {
+		t.Fatalf("a fifth zygote: %v, want refused", err)
+	}
+	coldTop, engineTop := e.cfg.IDBase+2*uint32(e.cfg.MaxSandboxes), e.cfg.IDBase+idBlock
+	for i, a := range spans {
+		if a.lo-1 < coldTop || a.hi >= engineTop { // lo-1: the zygote's own root id
+			t.Errorf("zygote %d: uids %d-%d, outside [%d, %d)", i, a.lo-1, a.hi, coldTop, engineTop)
+		}
+		for j, b := range spans[:i] {
+			if a.lo-1 <= b.hi && b.lo-1 <= a.hi {
+				t.Errorf("zygotes %d and %d share uids: %d-%d and %d-%d", j, i, b.lo-1, b.hi, a.lo-1, a.hi)
+			}
+		}
+	}
+}
