@@ -196,6 +196,24 @@ func TestZygoteOneThreadOneCPU(t *testing.T) {
 	}
 }
 
+// The zygote gives up, once and before its first fork, what no child may
+// have (see _limit_zygote): it keeps its effective capabilities, which it
+// needs to isolate each child, but no exec of its could ever regain one.
+func TestZygoteLimitsItself(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	st := procStatus(t, zygotePid(t, z))
+	want := map[string]string{"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Groups": ""}
+	for k, v := range want {
+		if st[k] != v {
+			t.Errorf("zygote's %s = %q, want %q", k, st[k], v)
+		}
+	}
+	if st["CapEff"] == "0000000000000000" {
+		t.Error("the zygote lost its effective capabilities: it cannot isolate its children")
+	}
+}
+
 // zygotePid is the host pid of z's python process: the only child of its
 // sandbox's pid 1.
 func zygotePid(t *testing.T, z *Zygote) int {
