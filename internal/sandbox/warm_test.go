@@ -214,6 +214,56 @@ func TestZygoteLimitsItself(t *testing.T) {
 	}
 }
 
+// A warm child runs the interpreter's code from the copy the zygote moved
+// onto huge pages (_text_on_huge_pages): the mapping that holds it is
+// anonymous, read and execute only, all of it on huge pages, and byte for
+// byte what the executable's file holds there.
+func TestWarmTextOnHugePages(t *testing.T) {
+	if b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil || strings.Contains(string(b), "[never]") {
+		t.Skipf("this kernel gives no transparent huge pages (%q, %v)", b, err)
+	}
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	if z.HugeText <= 0 || z.HugeText%(2<<20) != 0 {
+		t.Fatalf("the zygote moved %d bytes of code, want a positive multiple of 2 MiB", z.HugeText)
+	}
+	res := runWarm(t, z, pyJob(`
+import ctypes, os, struct, sys
+fn = ctypes.cast(ctypes.pythonapi.Py_Initialize, ctypes.c_void_p).value
+region = cur = None
+with open("/proc/self/smaps") as f:
+    for line in f:
+        k = line.split()
+        if not k[0].endswith(":"):
+            a, b = (int(x, 16) for x in k[0].split("-"))
+            cur = (a, b, k[1], k[5] if len(k) > 5 else "anonymous") if a <= fn < b else None
+        elif cur and k[0] == "AnonHugePages:":
+            region = cur + (int(k[1]) * 1024,)
+a, b, perms, path, huge = region
+print(perms, path, b - a, huge)
+with open(sys.executable, "rb") as f:
+    elf = f.read()
+if struct.unpack_from("<H", elf, 16)[0] != 2:
+    sys.exit("not ET_EXEC: the load bias is not 0")
+phoff, = struct.unpack_from("<Q", elf, 0x20)
+phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
+same = differ = 0
+for i in range(phnum):
+    typ, _, off, vaddr, _, filesz = struct.unpack_from("<IIQQQQ", elf, phoff + i * phentsize)
+    lo, hi = max(vaddr, a), min(vaddr + filesz, b)
+    if typ == 1 and lo < hi:
+        if ctypes.string_at(lo, hi - lo) == elf[off + lo - vaddr:off + hi - vaddr]:
+            same += hi - lo
+        else:
+            differ += hi - lo
+print(same > 0, differ)
+`, boxer.Limits{}))
+	want := fmt.Sprintf("r-xp anonymous %d %d\nTrue 0\n", z.HugeText, z.HugeText)
+	if res.Status != boxer.StatusOK || string(res.Stdout.Data) != want {
+		t.Fatalf("%s: %q (stderr %q), want %q", res.Status, res.Stdout.Data, res.Stderr.Data, want)
+	}
+}
+
 // zygotePid is the host pid of z's python process: the only child of its
 // sandbox's pid 1.
 func zygotePid(t *testing.T, z *Zygote) int {

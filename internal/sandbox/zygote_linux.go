@@ -53,10 +53,11 @@ type ZygoteConfig struct {
 // a SOCK_SEQPACKET socket, one JSON message per packet:
 //
 //	boxer                                    zygote
-//	seccomp hex, pre-imports (text lines) -> imports, gc.freeze, learns
-//	                                         a job's pages (zygote.py's _learn)
+//	seccomp hex, pre-imports (text lines) -> imports, limits itself, moves
+//	                                         its code to huge pages, gc.freeze,
+//	                                         learns a job's pages (_learn)
 //	                                   <-    {"op":"ready","preimported":[...],
-//	                                          "learned_pages":N}
+//	                                          "huge_text_bytes":H,"learned_pages":N}
 //	{"uid":N,...} + the job socket     ->    fork
 //	                                   <-    {"op":"forked","pid":P}
 //	                                   <-    {"op":"exited","pid":P,"status":S}
@@ -76,6 +77,10 @@ type Zygote struct {
 	// before its job arrives, as a sample job did (see _learn in
 	// zygote.py).
 	LearnedPages int
+	// HugeText counts the bytes of the interpreter's code the zygote moved
+	// onto huge pages, 0 where the kernel has none to give (see
+	// _text_on_huge_pages in zygote.py).
+	HugeText int
 
 	forkMu  sync.Mutex     // one fork request in flight at a time
 	replies chan zygoteMsg // replies to requests; a stale one is dropped (see deliver)
@@ -97,6 +102,7 @@ type zygoteMsg struct {
 	Status      uint32   `json:"status"`
 	Preimported []string `json:"preimported"`
 	Learned     int      `json:"learned_pages"`
+	HugeText    int      `json:"huge_text_bytes"`
 }
 
 // StartZygote starts a zygote sandbox and waits until its pre-imports are
@@ -234,7 +240,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		if m.Op != "ready" {
 			return nil, fmt.Errorf("zygote: got %q, want ready", m.Op)
 		}
-		z.Preimported, z.LearnedPages = m.Preimported, m.Learned
+		z.Preimported, z.LearnedPages, z.HugeText = m.Preimported, m.Learned, m.HugeText
 	case <-z.dead:
 		return nil, fmt.Errorf("zygote died while starting: %s", z.stderrAfterKill())
 	case <-t.C:
