@@ -73,9 +73,9 @@ type Zygote struct {
 
 	// Preimported lists every module the pre-imports loaded.
 	Preimported []string
-	// LearnedPages counts the pages of the zygote that every child writes
-	// before its job arrives, as a sample job did (see _learn in
-	// zygote.py).
+	// LearnedPages counts the pages of the zygote that every child copies
+	// right after its fork: those a sample child wrote in its whole life
+	// (see _learn in zygote.py).
 	LearnedPages int
 	// HugeText counts the bytes of the interpreter's code the zygote moved
 	// onto huge pages, 0 where the kernel has none to give (see
