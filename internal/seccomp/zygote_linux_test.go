@@ -9,7 +9,8 @@ import (
 )
 
 // The zygote may unshare the namespaces it gives each child, mount and
-// unmount, and nothing more than Default otherwise.
+// unmount, populate pages through process_madvise, and nothing more than
+// Default otherwise.
 func TestZygotePolicy(t *testing.T) {
 	z := Zygote()
 	if err := z.Validate(); err != nil {
@@ -37,6 +38,15 @@ func TestZygotePolicy(t *testing.T) {
 		u.Checks[0].Value&unix.CLONE_NEWNS != 0 || u.Checks[0].Value&unix.CLONE_NEWNET != 0 {
 		t.Errorf("unshare: %+v", u)
 	}
+	vm := program(t, z)
+	for advice, want := range map[uint64]Action{madvPopulateWrite: Allow, unix.MADV_COLD: eperm, unix.MADV_PAGEOUT: eperm, unix.MADV_DONTNEED: eperm} {
+		if got := run(t, vm, z.Arch, unix.SYS_PROCESS_MADVISE, 3, 0, 1, advice, 0); got != want {
+			t.Errorf("process_madvise(advice %d) = %v, want %v", advice, got, want)
+		}
+	}
+	if got := run(t, program(t, Default()), z.Arch, unix.SYS_PROCESS_MADVISE, 3, 0, 1, madvPopulateWrite, 0); got != eperm {
+		t.Errorf("Default lets process_madvise(MADV_POPULATE_WRITE) through: %v", got)
+	}
 	d := Default()
 	changed := 0
 	for i := range d.Rules {
@@ -47,8 +57,8 @@ func TestZygotePolicy(t *testing.T) {
 			changed++
 		}
 	}
-	if changed != 3 {
-		t.Errorf("%d rules differ from Default, want 3", changed)
+	if changed != 4 {
+		t.Errorf("%d rules differ from Default, want 4", changed)
 	}
 	if _, err := Build(z); err != nil {
 		t.Fatal(err)
