@@ -128,7 +128,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	}
 	w.err, w.child = errR, append(w.child, errW)
 
-	req := forkReq{UID: UID + slot, DiskBytes: w.disk, Inodes: e.cfg.TmpInodes}
+	req := forkReq{UID: int64(UID + slot), DiskBytes: w.disk, Inodes: e.cfg.TmpInodes}
 	if w.exit, err = z.fork(req, childSock); err != nil {
 		return nil, err
 	}

@@ -93,15 +93,14 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def _isolate(req):
+def _isolate(uid, disk_bytes, inodes):
     """Gives this child its own namespaces and tmpfs mounts (as the user
     namespace's root), returns a directory fd of its work dir."""
     _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWCGROUP), "unshare")
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
     flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
-    uid = req["uid"]
-    work = "size=%d,nr_inodes=%d,mode=0700,uid=%d,gid=%d" % (req["disk_bytes"], req["inodes"], uid, uid)
-    tmp = "size=%d,nr_inodes=%d,mode=1777" % (req["disk_bytes"], req["inodes"])
+    work = "size=%d,nr_inodes=%d,mode=0700,uid=%d,gid=%d" % (disk_bytes, inodes, uid, uid)
+    tmp = "size=%d,nr_inodes=%d,mode=1777" % (disk_bytes, inodes)
     for path, opts in (("/work", work), ("/tmp", tmp), ("/dev/shm", tmp)):
         _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", flags, opts.encode()), "mount " + path)
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # datagram sockets are refused
@@ -143,8 +142,9 @@ def _drop(uid, prog):
         _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
 
 
-def _child(req, fds, prog, drop):
-    """Runs in the forked child. Never returns."""
+def _child(req, job_fd, prog, drop):
+    """Runs in the forked child, req being the unpacked _FORK_REQ. Never
+    returns."""
     try:
         # The pages this child will write, copied in one batch while it
         # still runs on the zygote's CPU (see _learn).
@@ -156,7 +156,7 @@ def _child(req, fds, prog, drop):
         os.sched_setaffinity(0, _CPUS)
         os.setsid()
         _signal.signal(_signal.SIGHUP, _signal.SIG_DFL)
-        (job_fd,) = fds
+        _, uid, disk_bytes, inodes = req
         CTRL.detach()  # fd 3 becomes the job socket; the control socket is the zygote's
         null = os.open("/dev/null", os.O_RDWR)
         # The job's stdin, stdout and stderr come with the job (see
@@ -173,8 +173,8 @@ def _child(req, fds, prog, drop):
         sock.send(b'{"op":"hello"}')
         if not sock.recv(64):  # "go": boxer has moved us into our cgroup
             os._exit(0)
-        wfd = _isolate(req)
-        _drop(req["uid"], prog)
+        wfd = _isolate(uid, disk_bytes, inodes)
+        _drop(uid, prog)
         _keep_memory()
         socket.send_fds(sock, [b'{"op":"ready"}'], [wfd])
         os.close(wfd)
@@ -329,7 +329,7 @@ def _learn():
             null = os.open("/dev/null", os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
-            os.close(_isolate({"uid": 0, "disk_bytes": 1 << 20, "inodes": 16}))  # and cd /work
+            os.close(_isolate(0, 1 << 20, 16))  # and cd /work
             with open("main.py", "w") as f:
                 f.write("print(2+2)\n")
             _rehearse()
@@ -609,35 +609,74 @@ def main():
     _LEARNED_IOV = _iovecs(_LEARNED)
     _send(CTRL, {"op": "ready", "preimported": sorted(_PRE), "huge_text_bytes": huge,
                  "learned_pages": sum(n for _, n in _LEARNED) // mmap.PAGESIZE})
+    _serve(prog, drop)
+
+
+# A fork request: four little-endian int64s, as forkReq in zygote_linux.go
+# marshals them: the request's id, the child's uid, and its tmpfs size in
+# bytes and in inodes. Replies are formatted bytes, not json.dumps.
+_FORK_REQ = struct.Struct("<4q")
+_FORKED = b'{"op":"forked","pid":%d,"id":%d}'
+_EXITED = b'{"op":"exited","pid":%d,"status":%d}'
+
+
+def _serve(prog, drop):
+    """The zygote's loop: one fork per request, one report per exit. It is
+    written to allocate little: after each fork every page it writes is a
+    copy-on-write fault, so a request lands in one reused buffer, the
+    descriptors to wait on stay registered with one epoll, and no JSON is
+    parsed or made. (Measured outside boxer, a loop like this takes 42
+    faults per fork against 128 for one built on select, recv_fds and
+    json.)"""
+    buf = bytearray(_FORK_REQ.size)
+    space = socket.CMSG_SPACE(4)
+    ctrl = CTRL.fileno()
+    poller = select.epoll()
+    poller.register(ctrl, select.EPOLLIN)
     children = {}  # pidfd -> pid
     while True:
-        ready, _, _ = select.select([CTRL] + list(children), [], [])
-        ready.sort(key=lambda fd: fd is CTRL)  # report exits before forking again
-        for fd in ready:
-            if fd is CTRL:
-                req, fds = _recv(CTRL, 1)
-                if req is None:
-                    os._exit(0)  # boxer closed the control socket
-                pid = os.fork()
-                if pid == 0:
-                    _child(req, fds, prog, drop)
-                for f in fds:
-                    os.close(f)
-                children[os.pidfd_open(pid)] = pid
-                _send(CTRL, {"op": "forked", "pid": pid, "id": req["id"]})
-            else:
+        fork = False
+        for fd, _ in poller.poll():
+            if fd == ctrl:
+                fork = True
+            else:  # exits are reported before the next fork
                 pid = children.pop(fd)
+                poller.unregister(fd)
                 os.close(fd)
                 _, status = os.waitpid(pid, 0)
-                _send(CTRL, {"op": "exited", "pid": pid, "status": status})
-        _reap_strays(children)
+                CTRL.send(_EXITED % (pid, status))
+        if fork:
+            n, anc, _, _ = CTRL.recvmsg_into([buf], space)
+            if n == 0:
+                os._exit(0)  # boxer closed the control socket
+            fds = _rights(anc)
+            if n != _FORK_REQ.size or len(fds) != 1:
+                sys.exit("zygote: malformed fork request: %d bytes, %d descriptors" % (n, len(fds)))
+            req = _FORK_REQ.unpack(buf)
+            pid = os.fork()
+            if pid == 0:
+                _child(req, fds[0], prog, drop)
+            os.close(fds[0])
+            pidfd = os.pidfd_open(pid)
+            children[pidfd] = pid
+            poller.register(pidfd, select.EPOLLIN)
+            CTRL.send(_FORKED % (pid, req[0]))
+        _reap_strays(poller, children)
 
 
-def _reap_strays(children):
+def _rights(anc):
+    """The descriptors an SCM_RIGHTS message carried."""
+    fds = []
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.extend(int.from_bytes(data[i:i + 4], sys.byteorder) for i in range(0, len(data) - 3, 4))
+    return fds
+
+
+def _reap_strays(poller, children):
     """Reaps children the zygote did not fork knowingly (a job can make
     processes of its own the zygote's children), so that no zombie holds a
     pid, a cgroup or a slot's process count."""
-    known = set(children.values())
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -645,12 +684,13 @@ def _reap_strays(children):
             return
         if pid == 0:
             return
-        if pid in known:  # reaped before its pidfd was read: report it now
-            for fd, p in list(children.items()):
-                if p == pid:
-                    del children[fd]
-                    os.close(fd)
-            _send(CTRL, {"op": "exited", "pid": pid, "status": status})
+        for fd, p in children.items():
+            if p == pid:  # reaped before its pidfd was read: report it now
+                del children[fd]
+                poller.unregister(fd)
+                os.close(fd)
+                CTRL.send(_EXITED % (pid, status))
+                break
 
 
 CTRL = socket.socket(fileno=3)

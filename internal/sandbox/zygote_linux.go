@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -58,7 +59,7 @@ type ZygoteConfig struct {
 //	                                         learns a job's pages (_learn)
 //	                                   <-    {"op":"ready","preimported":[...],
 //	                                          "huge_text_bytes":H,"learned_pages":N}
-//	{"uid":N,...} + the job socket     ->    fork
+//	fork request (forkReq) + job socket ->   fork
 //	                                   <-    {"op":"forked","pid":P}
 //	                                   <-    {"op":"exited","pid":P,"status":S}
 //
@@ -313,12 +314,23 @@ func (z *Zygote) deliver(m zygoteMsg) {
 	}
 }
 
-// forkReq asks the zygote for one child.
+// forkReq asks the zygote for one child. It travels as four little-endian
+// int64s in field order (zygote.py's _FORK_REQ), not as JSON: the
+// zygote's loop reads it into one reused buffer, because every page the
+// loop writes is a copy-on-write fault after each fork.
 type forkReq struct {
-	ID        int64 `json:"id"` // echoed in the reply
-	UID       int   `json:"uid"`
-	DiskBytes int64 `json:"disk_bytes"`
-	Inodes    int64 `json:"inodes"`
+	ID        int64 // echoed in the reply
+	UID       int64
+	DiskBytes int64
+	Inodes    int64
+}
+
+func (r forkReq) marshal() []byte {
+	b := make([]byte, 0, 32)
+	for _, v := range [...]int64{r.ID, r.UID, r.DiskBytes, r.Inodes} {
+		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+	}
+	return b
 }
 
 // fork asks the zygote for a child that gets sock as its job socket. It
@@ -330,8 +342,7 @@ func (z *Zygote) fork(req forkReq, sock *os.File) (<-chan uint32, error) {
 	z.forkMu.Lock()
 	defer z.forkMu.Unlock()
 	req.ID = z.forks.Add(1)
-	b, _ := json.Marshal(req)
-	if _, _, err := z.ctrl.WriteMsgUnix(b, unix.UnixRights(int(sock.Fd())), nil); err != nil {
+	if _, _, err := z.ctrl.WriteMsgUnix(req.marshal(), unix.UnixRights(int(sock.Fd())), nil); err != nil {
 		return nil, fmt.Errorf("zygote: fork request: %w", err)
 	}
 	t := time.NewTimer(forkTimeout)
