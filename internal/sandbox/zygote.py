@@ -55,6 +55,11 @@ import struct
 _OWN = set(sys.modules) - _BASELINE - _PRE
 
 _libc = ctypes.CDLL(None, use_errno=True)
+# Looked up here, once: ctypes caches a function on first use, and a first
+# use in a child would cost a dlsym, and the pages it writes, in every
+# child.
+for _name in ("unshare", "mount", "prctl", "sched_getcpu"):
+    getattr(_libc, _name)
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWCGROUP = 0x20000, 0x8000000, 0x40000000, 0x2000000
 CLONE_VM = 0x100
@@ -129,20 +134,29 @@ def _limit_zygote():
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
 
 
-def _drop(uid, prog):
+def _filter(prog):
+    """The sock_fprog of a marshalled seccomp program, made once in the
+    zygote so that a child only passes it to prctl; None without one."""
+    if not prog:
+        return None
+    buf = ctypes.create_string_buffer(prog, len(prog))
+    fprog = _SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    fprog._buf = buf  # the program must live as long as the struct pointing at it
+    return fprog
+
+
+def _drop(uid, fprog):
     """Leaves root for good: with every uid non-zero the kernel clears the
     permitted and effective capabilities, and the bounding set, emptied in
     _limit_zygote, keeps any exec from granting one. The sandbox's syscall
     filter comes last."""
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
-    if prog:
-        buf = ctypes.create_string_buffer(prog, len(prog))
-        fprog = _SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    if fprog is not None:
         _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
 
 
-def _child(req, job_fd, prog, drop):
+def _child(req, job_fd, fprog, drop):
     """Runs in the forked child, req being the unpacked _FORK_REQ. Never
     returns."""
     try:
@@ -174,7 +188,7 @@ def _child(req, job_fd, prog, drop):
         if not sock.recv(64):  # "go": boxer has moved us into our cgroup
             os._exit(0)
         wfd = _isolate(uid, disk_bytes, inodes)
-        _drop(uid, prog)
+        _drop(uid, fprog)
         _keep_memory()
         socket.send_fds(sock, [b'{"op":"ready"}'], [wfd])
         os.close(wfd)
@@ -599,7 +613,7 @@ def _reseed():
 def main():
     _signal.signal(_signal.SIGHUP, _signal.SIG_IGN)
     drop = sorted(_OWN)
-    prog = bytes.fromhex(_CONFIG[0])
+    fprog = _filter(bytes.fromhex(_CONFIG[0]))
     _limit_zygote()
     huge = _text_on_huge_pages()
     gc.collect()
@@ -609,7 +623,7 @@ def main():
     _LEARNED_IOV = _iovecs(_LEARNED)
     _send(CTRL, {"op": "ready", "preimported": sorted(_PRE), "huge_text_bytes": huge,
                  "learned_pages": sum(n for _, n in _LEARNED) // mmap.PAGESIZE})
-    _serve(prog, drop)
+    _serve(fprog, drop)
 
 
 # A fork request: four little-endian int64s, as forkReq in zygote_linux.go
@@ -620,7 +634,7 @@ _FORKED = b'{"op":"forked","pid":%d,"id":%d}'
 _EXITED = b'{"op":"exited","pid":%d,"status":%d}'
 
 
-def _serve(prog, drop):
+def _serve(fprog, drop):
     """The zygote's loop: one fork per request, one report per exit. It is
     written to allocate little: after each fork every page it writes is a
     copy-on-write fault, so a request lands in one reused buffer, the
@@ -655,7 +669,7 @@ def _serve(prog, drop):
             req = _FORK_REQ.unpack(buf)
             pid = os.fork()
             if pid == 0:
-                _child(req, fds[0], prog, drop)
+                _child(req, fds[0], fprog, drop)
             os.close(fds[0])
             pidfd = os.pidfd_open(pid)
             children[pidfd] = pid
