@@ -23,40 +23,68 @@
 // and shares every pre-imported page copy-on-write (gc.freeze keeps the
 // collector from dirtying them), so each warm child adds little memory.
 //
-// What a warm job costs is page faults. A fork write-protects every
-// private page of the zygote; whatever page the child (or the zygote) then
-// writes, and CPython writes a reference count on every object it touches,
-// is a copy-on-write fault. On the 2-core VM this was built on a fault
-// costs 15 to 40 us, several times bare metal, and a warm print(2+2) takes
-// about 1,000 of them with numpy, pandas and matplotlib pre-imported, 770
-// without (the zygotes' own and their children's, from /proc/PID/stat,
-// 2026-11-30). Of a lean child's, about 60 are CPython's after-fork work,
-// 270 the child's set-up (namespaces, mounts, privileges, keeper), 250
-// the rehearsal that takes the job's faults before the job arrives, and
-// 30 the job; the zygote's own loop takes 140 per job. Three things
-// follow, besides keeping the count down.
+// What a warm job costs is pages. A fork write-protects every private
+// page of the zygote; whatever page the child (or the zygote) then writes,
+// and CPython writes a reference count on every object it touches, is a
+// copy-on-write fault. On the 2-core VM this was built on, page tables are
+// shadowed by the hypervisor: a write fault costs about 17 us idle and
+// more under load, and even a page a new address space only reads costs
+// about 4.5 us the first time (a forked child reading 10,000 of its
+// parent's pages: 4.6 us each, against 0.04 us for a re-read). Sequential
+// print(2+2) jobs take 66 faults of the zygote's and 608 of the child's
+// without pre-imports, 92 and 892 with numpy, pandas and matplotlib
+// (/proc/PID/stat, 2026-11-30). So the design is about touching fewer
+// pages, and taking the faults that remain in bulk, before the job:
 //
-// The zygote stays one thread on one CPU (the pools numpy's BLAS and
-// numexpr start at import are capped at one thread while it imports),
-// because each fault's TLB flush must otherwise reach every CPU its
-// address space is live on (in a profile under load, those IPIs were a
-// fifth of the zygote tree's samples, and nearly gone once it was pinned).
+//   - The zygote stays one thread on one CPU (the pools numpy's BLAS and
+//     numexpr start at import are capped at one thread while it imports),
+//     because each fault's TLB flush must otherwise reach every CPU its
+//     address space is live on (in a profile under load, those IPIs were
+//     a fifth of the zygote tree's samples, nearly gone once it was
+//     pinned).
+//   - A child's faults are taken in one batch. The zygote runs one
+//     print(2+2) at start in a throwaway child and notes which of its
+//     pages that child wrote from its fork to the job's end (about 500
+//     without pre-imports, 760 with them); every child breaks the sharing
+//     of those pages with MADV_POPULATE_WRITE as the first thing after its
+//     fork, in one process_madvise call where the kernel takes it (Linux
+//     6.13 on), else one madvise per range (zygote.py's _learn and
+//     _pretouch). A page copied so costs about a third of a write fault.
+//     Learning only the job's own pages (80 to 130) first took paced
+//     print(2+2) from p50 7.0 to 6.0 ms at the same CPU; learning the
+//     whole life cut the children's CPU per print(2+2) under load by a
+//     third (36.0 -> 23.5 ms), and one call instead of some 210 by
+//     another 5% (22.6 -> 21.4 ms). The rehearsal then walks the job's
+//     path on dummy values while the child waits, so that the first
+//     touches the learning cannot foresee are paid before the job
+//     arrives; it moves CPU off the job's path, and removing it changed
+//     no rate.
+//   - The interpreter's code is on huge pages. A forked interpreter
+//     touches hundreds of 4 KiB pages of the executable's code, at 4.5 us
+//     each the first time. The zygote copies the whole 2 MiB blocks of the
+//     executable's read-only image onto anonymous transparent huge pages
+//     and moves the copy over the original in one mremap (zygote.py's
+//     _text_on_huge_pages; 4 MiB of python3.11), which children share and
+//     never write. Only /proc/PID/maps tells the difference: the mapping
+//     is anonymous (a profiler that symbolizes from the file finds no
+//     symbols there), and its headers and constants are executable too.
+//   - Whatever every child would do alike is done once in the zygote:
+//     emptying the capability bounding set, dropping supplementary groups
+//     and setting no_new_privs (_limit_zygote: some forty calls fewer per
+//     child), making the seccomp program's struct, and the dlsym of every
+//     libc function a child calls. Together with the huge pages, the
+//     first two took the children's CPU per print(2+2) from 46.2 to 42.3
+//     ms; the last two, 23.5 to 22.4 ms.
+//   - The zygote's loop allocates little. Every page it writes after a
+//     fork is a fault of its own, and a loop built on select, recv_fds
+//     and json wrote 134 per job; with a binary fork request read into
+//     one reused buffer, one epoll and formatted replies, 67. The
+//     zygotes' CPU per job fell from 7.4 to 4.5 ms.
 //
-// A child's faults are taken in one batch. The zygote runs one
-// print(2+2) at start in a throwaway child and notes which of its pages
-// that child wrote from its fork to the job's end (about 500 without
-// pre-imports, 760 with numpy, pandas and matplotlib); every child breaks
-// the sharing of those pages with MADV_POPULATE_WRITE, one madvise per
-// range, as the first thing after its fork (zygote.py's _learn and
-// _pretouch). A page copied so costs about a third of a write fault (4.7
-// against 17 us in an idle micro-benchmark). First learning only the
-// job's own pages (80 to 130) took paced print(2+2) from p50 7.0 to 6.0
-// ms at the same CPU; learning the whole life cut the children's CPU per
-// print(2+2) under load by a third (alternating 10 s runs at c16, three
-// of each, 2026-11-30: 36.0 -> 23.5 ms, 34.1 -> 44.5 jobs/s). The
-// rehearsal then walks the job's path on dummy values while the child
-// waits, so that the first touches the learning cannot foresee are paid
-// before the job arrives.
+// (Each "from ... to" above is the mean of alternating 10 s runs of the
+// two builds at concurrency 16, three or four of each, 2026-11-30; this
+// VM's speed drifts by a fifth over minutes, so only runs side by side
+// are compared.)
 //
 // The end of a job has a cost of its own: the kernel reports an exit only
 // after tearing down the address space, and a child of a zygote with
@@ -69,30 +97,13 @@
 // trusts only the kernel's task count to know nothing else is left
 // (Warm.killRest). Paced print(2+2): p50 14 -> 8 ms.
 //
-// The interpreter's code is on huge pages. Where page tables are shadowed
-// (as on this VM), a page a new address space touches for the first time
-// costs a trip through the hypervisor even when the kernel takes no fault:
-// a forked child's first read of 10,000 of its parent's pages took 4.6 us
-// each, 1.2 us on transparent huge pages, against 0.04 us for a re-read.
-// A forked interpreter touches hundreds of 4 KiB pages of the executable's
-// code. So the zygote copies the whole 2 MiB blocks of the executable's
-// read-only image onto anonymous huge pages and moves the copy over the
-// original in one mremap (zygote.py's _text_on_huge_pages; 4 MiB of
-// python3.11). Only /proc/PID/maps tells the difference: the mapping is
-// anonymous, and its headers and constants are executable too. In
-// alternating 10 s runs at concurrency 16 (four of each, 2026-11-30), it
-// and limiting the zygote once instead of every child (_limit_zygote)
-// took the children's CPU per print(2+2) from 46.2 to 42.3 ms and the
-// rate from 26.9 to 28.7 jobs/s.
-//
-// What is left is CPU: a warm print(2+2) costs about as much CPU as a bare
-// interpreter start (the fork, the faults, the namespaces and cgroup made
-// and destroyed), so the pool answers far sooner than python3 starts but
-// does not run more jobs per second than python3 starts per second. The
-// pre-imports are not the bulk of the cost: with none, a job took 73 ms of
-// CPU instead of 96 under load, and in a perf profile of paced jobs
-// without them four fifths of the busy samples were in the zygote and its
-// children, a third of those in page faults, and a tenth in boxer.
+// What is left is CPU. In bench/service a warm print(2+2) now costs about
+// 45 ms of the machine's CPU against 72 ms for a bare python3 start in the
+// same run (1.5x its rate; README), of which boxer's own process takes 8.
+// In a profile under load, what remains is spread thin: the interpreter's
+// own work and first touches in the children, the batch copy, the fork
+// and the address space's teardown, the network namespace made and
+// destroyed, and boxer's system calls.
 //
 // Faults are not saved one hook at a time. Forking with libc's fork
 // instead of os.fork skips CPython's after-fork work, some 250 faults in a
