@@ -46,10 +46,10 @@
 //     print(2+2) at start in a throwaway child and notes which of its
 //     pages that child wrote from its fork to the job's end (about 500
 //     without pre-imports, 760 with them); every child breaks the sharing
-//     of those pages with MADV_POPULATE_WRITE as the first thing after its
-//     fork, in one process_madvise call where the kernel takes it (Linux
-//     6.13 on), else one madvise per range (zygote.py's _learn and
-//     _pretouch). A page copied so costs about a third of a write fault.
+//     of those pages with MADV_POPULATE_WRITE as soon as boxer has moved
+//     it into its own cgroup (so that the copies are charged to it), in
+//     one process_madvise call where the kernel takes it (Linux 6.13 on),
+//     else one madvise per range (zygote.py's _learn and _pretouch). A page copied so costs about a third of a write fault.
 //     Learning only the job's own pages (80 to 130) first took paced
 //     print(2+2) from p50 7.0 to 6.0 ms at the same CPU; learning the
 //     whole life cut the children's CPU per print(2+2) under load by a

@@ -264,6 +264,34 @@ print(same > 0, differ)
 	}
 }
 
+// A warm child's batch of page copies (_pretouch) is charged to its own
+// cgroup, not the zygote's: memory charges stay where they were made when
+// a task moves, so the copies must come after boxer has moved the child.
+// The pages it writes before the move (CPython's after-fork work, its
+// first message) stay the zygote's: most of the learned ones must not.
+func TestWarmCopiesChargedToChild(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := z.Prepare(ctx)
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	defer w.Destroy()
+	st, err := w.cg.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.MemoryPeak == 0 {
+		t.Skip("this kernel reports no memory peak")
+	}
+	if learned := int64(z.LearnedPages) * int64(os.Getpagesize()); st.MemoryPeak < learned/2 {
+		t.Errorf("the child's cgroup peaked at %d bytes, less than half the %d bytes of pages it copies", st.MemoryPeak, learned)
+	}
+	t.Logf("child's cgroup peak %d bytes, %d pages learned", st.MemoryPeak, z.LearnedPages)
+}
+
 // zygotePid is the host pid of z's python process: the only child of its
 // sandbox's pid 1.
 func zygotePid(t *testing.T, z *Zygote) int {

@@ -160,14 +160,10 @@ def _child(req, job_fd, fprog, drop):
     """Runs in the forked child, req being the unpacked _FORK_REQ. Never
     returns."""
     try:
-        # The pages this child will write, copied in one batch while it
-        # still runs on the zygote's CPU (see _learn).
-        _pretouch()
         # A session (and process group) of its own, first: sharing the
         # zygote's would let a job orphan that group and have the kernel
         # SIGHUP the zygote and every other job in it, and would let a job
         # SIGCONT them.
-        os.sched_setaffinity(0, _CPUS)
         os.setsid()
         _signal.signal(_signal.SIGHUP, _signal.SIG_DFL)
         _, uid, disk_bytes, inodes = req
@@ -187,6 +183,13 @@ def _child(req, job_fd, fprog, drop):
         sock.send(b'{"op":"hello"}')
         if not sock.recv(64):  # "go": boxer has moved us into our cgroup
             os._exit(0)
+        # The pages this child will write, copied in one batch (see
+        # _learn): only now, so that they are charged to its own cgroup
+        # (a charge stays where it was made when a task moves), and still
+        # on the zygote's CPU, so that no fault's TLB flush has another
+        # CPU to reach.
+        _pretouch()
+        os.sched_setaffinity(0, _CPUS)
         wfd = _isolate(uid, disk_bytes, inodes)
         _drop(uid, fprog)
         _keep_memory()
@@ -326,9 +329,9 @@ def _learn():
     own copy of (pagemap's exclusive bit), within the zygote's own
     writable mappings.
 
-    Every warm child copies those pages first thing after its fork
-    (_pretouch), in one madvise per range, instead of taking a write fault
-    for each wherever its set-up, rehearsal or job first writes it. On
+    Every warm child copies those pages as soon as it is in its own cgroup
+    (_pretouch), in one call, instead of taking a write fault for each
+    wherever its set-up, rehearsal or job first writes it. On
     this VM a page copied so costs about a third of a write fault's (4.7
     against 17 us, idle), and under load the difference is larger: a
     child's CPU per print(2+2) fell by a third when the learning grew from
