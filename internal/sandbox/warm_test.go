@@ -498,6 +498,61 @@ func TestZygoteLateForkReplyDropped(t *testing.T) {
 	}
 }
 
+// A fork request the zygote cannot read (the wrong size, no descriptor or
+// two, more descriptors than it takes) is refused with an error reply,
+// the descriptors it carried are closed, and the zygote goes on serving.
+func TestZygoteRefusesMalformedRequests(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	ok := forkReq{ID: 1 << 40, UID: 1000, DiskBytes: 1 << 20, Inodes: 16}.marshal()
+	for _, tc := range []struct {
+		name string
+		msg  []byte
+		fds  []int
+	}{
+		{"short", ok[:31], []int{int(r.Fd())}},
+		{"long", append(ok, 0), []int{int(r.Fd())}},
+		{"no descriptor", ok, nil},
+		{"two descriptors", ok, []int{int(r.Fd()), int(w.Fd())}},
+		{"three descriptors", ok, []int{int(r.Fd()), int(w.Fd()), int(r.Fd())}},
+	} {
+		z.forkMu.Lock()
+		var oob []byte
+		if tc.fds != nil {
+			oob = unix.UnixRights(tc.fds...)
+		}
+		if _, _, err := z.ctrl.WriteMsgUnix(tc.msg, oob, nil); err != nil {
+			z.forkMu.Unlock()
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		select {
+		case m := <-z.replies:
+			if m.Op != "error" || !strings.Contains(m.Msg, "malformed fork request") {
+				t.Errorf("%s: reply %+v, want an error", tc.name, m)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s: no reply", tc.name)
+		}
+		z.forkMu.Unlock()
+	}
+	// The pipe's write end went to the zygote in three requests; had it
+	// kept one, the read end would not see end of file once ours closes.
+	w.Close()
+	if n, err := r.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Errorf("read after closing our write end: %d, %v; the zygote kept a copy", n, err)
+	}
+	res := runWarm(t, z, pyJob("print('still serving')", boxer.Limits{}))
+	if res.Status != boxer.StatusOK || string(res.Stdout.Data) != "still serving\n" {
+		t.Fatalf("after the malformed requests: %s %q %q", res.Status, res.Stdout.Data, res.Stderr.Data)
+	}
+}
+
 // The server keeps reading the zygote's stdout for the zygote's whole
 // life. It once read it from a goroutine that looked the file up after it
 // had been dropped: the garbage collector then closed it, and the pipe

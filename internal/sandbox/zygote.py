@@ -635,6 +635,7 @@ def main():
 _FORK_REQ = struct.Struct("<4q")
 _FORKED = b'{"op":"forked","pid":%d,"id":%d}'
 _EXITED = b'{"op":"exited","pid":%d,"status":%d}'
+_REFUSED = b'{"op":"error","msg":"malformed fork request: %d bytes, %d descriptors, flags %#x"}'
 
 
 def _serve(fprog, drop):
@@ -663,22 +664,33 @@ def _serve(fprog, drop):
                 _, status = os.waitpid(pid, 0)
                 CTRL.send(_EXITED % (pid, status))
         if fork:
-            n, anc, _, _ = CTRL.recvmsg_into([buf], space)
-            if n == 0:
-                os._exit(0)  # boxer closed the control socket
-            fds = _rights(anc)
-            if n != _FORK_REQ.size or len(fds) != 1:
-                sys.exit("zygote: malformed fork request: %d bytes, %d descriptors" % (n, len(fds)))
-            req = _FORK_REQ.unpack(buf)
-            pid = os.fork()
-            if pid == 0:
-                _child(req, fds[0], fprog, drop)
-            os.close(fds[0])
-            pidfd = os.pidfd_open(pid)
-            children[pidfd] = pid
-            poller.register(pidfd, select.EPOLLIN)
-            CTRL.send(_FORKED % (pid, req[0]))
+            _fork(buf, space, fprog, drop, poller, children)
         _reap_strays(poller, children)
+
+
+def _fork(buf, space, fprog, drop, poller, children):
+    """Reads one fork request and forks its child. A request that is not
+    exactly one _FORK_REQ and one descriptor (a bug of boxer's: nothing
+    else can write to the control socket) is refused with an error reply;
+    the zygote goes on serving."""
+    n, anc, flags, _ = CTRL.recvmsg_into([buf], space)
+    if n == 0 and not anc:
+        os._exit(0)  # boxer closed the control socket
+    fds = _rights(anc)
+    if n != _FORK_REQ.size or len(fds) != 1 or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        for fd in fds:
+            os.close(fd)
+        CTRL.send(_REFUSED % (n, len(fds), flags))
+        return
+    req = _FORK_REQ.unpack(buf)
+    pid = os.fork()
+    if pid == 0:
+        _child(req, fds[0], fprog, drop)
+    os.close(fds[0])
+    pidfd = os.pidfd_open(pid)
+    children[pidfd] = pid
+    poller.register(pidfd, select.EPOLLIN)
+    CTRL.send(_FORKED % (pid, req[0]))
 
 
 def _rights(anc):

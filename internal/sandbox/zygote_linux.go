@@ -104,6 +104,7 @@ type zygoteMsg struct {
 	Preimported []string `json:"preimported"`
 	Learned     int      `json:"learned_pages"`
 	HugeText    int      `json:"huge_text_bytes"`
+	Msg         string   `json:"msg"` // of an "error"
 }
 
 // StartZygote starts a zygote sandbox and waits until its pre-imports are
@@ -356,7 +357,7 @@ func (z *Zygote) fork(req forkReq, sock *os.File) (<-chan uint32, error) {
 				continue
 			}
 			if m.Op != "forked" {
-				return nil, fmt.Errorf("zygote: got %q, want forked", m.Op)
+				return nil, fmt.Errorf("zygote: got %q, want forked: %s", m.Op, m.Msg)
 			}
 			z.mu.Lock()
 			ch := z.exits[m.Pid]
