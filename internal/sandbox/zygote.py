@@ -71,7 +71,7 @@ _KEEPER_STACK = None
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 24, 38, 22, 2
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
-EINVAL = 22
+EINVAL, ENOMEM = 22, 12
 MAX_MSG = 1 << 20
 
 
@@ -288,12 +288,16 @@ class _Iovec(ctypes.Structure):
     _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
 
 
+_IOVEC_SIZE = ctypes.sizeof(_Iovec)
+
+
 def _iovecs(ranges):
-    """ranges as ctypes iovec arrays, each short enough for one call."""
+    """ranges as ctypes iovec arrays, each short enough for one call, with
+    the length of each range: (count, lengths, array)."""
     out = []
     for i in range(0, len(ranges), UIO_MAXIOV):
         part = ranges[i:i + UIO_MAXIOV]
-        out.append((len(part), sum(n for _, n in part), (_Iovec * len(part))(*part)))
+        out.append((len(part), tuple(n for _, n in part), (_Iovec * len(part))(*part)))
     return tuple(out)
 
 
@@ -302,24 +306,44 @@ def _pretouch():
     MADV_POPULATE_WRITE breaks the sharing of each learned page as a write
     would, without changing a byte. All ranges go in one process_madvise
     call (per UIO_MAXIOV of them) where the kernel takes that advice for
-    the caller itself (Linux 6.13 on); elsewhere, or if a call stops short,
-    one madvise per range. A range no longer mapped only makes a call
-    fail."""
+    the caller itself (Linux 6.13 on); elsewhere, one madvise per range.
+    A range no longer mapped (the zygote's heap can shrink after _learn)
+    is stepped over."""
     try:
         pidfd = os.pidfd_open(os.getpid())
     except OSError:
         pidfd = -1
     try:
-        for count, size, iov in _LEARNED_IOV:
-            if pidfd < 0 or _libc.syscall(SYS_PROCESS_MADVISE, pidfd, iov, count, MADV_POPULATE_WRITE, 0) != size:
-                break
-        else:
+        if pidfd >= 0 and _populate(pidfd):
             return
     finally:
         if pidfd >= 0:
             os.close(pidfd)
     for start, length in _LEARNED:
         _libc.madvise(start, length, MADV_POPULATE_WRITE)
+
+
+def _populate(pidfd):
+    """Populates the learned ranges through process_madvise. A call stops
+    at the first range it cannot populate, and returns the bytes done
+    before it (or fails, if it is the first): that range is stepped over
+    and the call made again for the rest. False if the kernel refuses the
+    call outright."""
+    for count, lengths, iov in _LEARNED_IOV:
+        i = 0
+        while i < count:
+            done = _libc.syscall(SYS_PROCESS_MADVISE, pidfd, ctypes.byref(iov, i * _IOVEC_SIZE), count - i,
+                                 MADV_POPULATE_WRITE, 0)
+            if done < 0:
+                if ctypes.get_errno() != ENOMEM:
+                    return False  # not on this kernel, or not for this advice
+                i += 1  # range i is not mapped
+                continue
+            while i < count and done >= lengths[i]:
+                done -= lengths[i]
+                i += 1
+            i += 1  # stopped inside or at range i: step over it (past the end if all were done)
+    return True
 
 
 def _learn():
@@ -529,32 +553,26 @@ def _text_on_huge_pages():
     Every page a child touches for the first time costs it a trip through
     the page tables, and on virtual machines that shadow them (as the
     machines boxer was measured on do) a trip through the hypervisor too;
-    a forked interpreter touches hundreds of pages of the executable's
-    code. Its file pages are 4 KiB each. The whole 2 MiB blocks of its
-    read-only image (headers, code, constants) are copied here into
+    a forked interpreter touches hundreds of pages of its code. Those are
+    file pages of 4 KiB. The whole 2 MiB blocks of the read-only image that
+    holds the code (the executable's, or libpython's where the interpreter
+    is linked to it: headers, code, constants) are copied here into
     anonymous memory backed by huge pages, which then replaces the
     original in place, byte for byte, read and execute only. Children
     share it copy-on-write like the rest of the zygote and never write it,
     so each 2 MiB costs them one entry. Only the copy's permissions differ:
     the headers and constants in those blocks become executable too.
+
     The kernel swaps the mappings in one mremap, so the code running
-    throughout (this function's, in libc) never sees a gap. If the kernel
-    gives no huge pages, the original mapping stays."""
-    exe = os.path.realpath(sys.executable)
-    lo = hi = None
-    with open("/proc/self/maps") as f:
-        for line in f:
-            fields = line.split()
-            start, end = (int(x, 16) for x in fields[0].split("-"))
-            if len(fields) < 6 or fields[5] != exe or "w" in fields[1]:
-                continue
-            if lo is None:
-                lo, hi = start, end
-            elif start == hi:  # the read-only image is one run of mappings
-                hi = end
-    if lo is None:
+    throughout (this function's, in libc) never sees a gap. If anything
+    fails before that (no huge pages given, /proc unreadable), the
+    original stays. mremap itself unmaps the original before it moves the
+    copy in: should the kernel fail between the two (out of memory), the
+    zygote dies, and the pool starts another."""
+    try:
+        start, end = _code_blocks()
+    except (OSError, ValueError):
         return 0
-    start, end = -(-lo // HUGE) * HUGE, hi // HUGE * HUGE
     size = end - start
     if size <= 0:
         return 0
@@ -572,6 +590,8 @@ def _text_on_huge_pages():
             return 0
         placed = _libc.mremap(copy, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, start) == start
         return size if placed else 0
+    except (OSError, ValueError):
+        return 0
     finally:
         # What is left of the reservation: its unaligned ends, and the copy
         # itself unless it moved into place.
@@ -581,6 +601,35 @@ def _text_on_huge_pages():
                     _libc.munmap(a, b - a)
         else:
             _libc.munmap(raw, size + HUGE)
+
+
+def _code_blocks():
+    """The whole 2 MiB blocks, as (start, end), of the read-only image of
+    the file that holds the interpreter's code: the run of adjacent
+    readable, unwritable mappings of that file around Py_Initialize."""
+    code = ctypes.cast(ctypes.pythonapi.Py_Initialize, ctypes.c_void_p).value
+    maps = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            maps.append((lo, hi, fields[1], fields[5] if len(fields) > 5 else ""))
+    at = [k for k, m in enumerate(maps) if m[0] <= code < m[1]]
+    if not at or not maps[at[0]][3].startswith("/"):
+        return 0, 0
+    path = maps[at[0]][3]
+
+    def image(k):
+        return maps[k][3] == path and "r" in maps[k][2] and "w" not in maps[k][2]
+
+    first = last = at[0]
+    while first > 0 and image(first - 1) and maps[first - 1][1] == maps[first][0]:
+        first -= 1
+    while last + 1 < len(maps) and image(last + 1) and maps[last][1] == maps[last + 1][0]:
+        last += 1
+    if not image(at[0]):
+        return 0, 0
+    return -(-maps[first][0] // HUGE) * HUGE, maps[last][1] // HUGE * HUGE
 
 
 def _anon_huge_kib():
