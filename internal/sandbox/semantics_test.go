@@ -55,6 +55,10 @@ print("flags", sys.flags)
 			"import atexit, threading, time\natexit.register(lambda: print('atexit'))\n"+
 				"threading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()\nprint('main')\n")}, ""},
 		{"keyboard interrupt", []string{"python", "-c", "raise KeyboardInterrupt"}, nil, ""},
+		{"excepthook that raises", []string{"python", "main.py"}, []boxer.File{file("main.py",
+			"import sys\ndef hook(*a):\n    raise ValueError('hook broke')\nsys.excepthook = hook\nraise KeyError('original')\n")}, ""},
+		{"excepthook that exits", []string{"python", "-c", "import sys\ndef hook(*a): raise SystemExit(7)\nsys.excepthook = hook\n1/0"}, nil, ""},
+		{"os._exit replaced", []string{"python", "-c", "import os\nos._exit = lambda code: print('replaced', code)\nraise SystemExit(4)"}, nil, ""},
 		{"stdout closed", []string{"python", "-c", "import sys; sys.stdout.close()"}, nil, ""},
 		// The same descriptors: nothing of boxer's or the zygote's is open.
 		{"open descriptors", []string{"python", "-c", "import os; print(sorted(os.listdir('/proc/self/fd')))"}, nil, ""},

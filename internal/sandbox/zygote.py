@@ -54,6 +54,10 @@ import struct
 
 _OWN = set(sys.modules) - _BASELINE - _PRE
 
+# The functions that end a job's process, bound here: the job may replace
+# os's, and the interpreter's own shutdown does not call them.
+_exit, _kill, _getpid = os._exit, os.kill, os.getpid
+
 _libc = ctypes.CDLL(None, use_errno=True)
 # Looked up here, once: ctypes caches a function on first use, and a first
 # use in a child would cost a dlsym, and the pages it writes, in every
@@ -150,6 +154,8 @@ def _drop(uid, fprog):
     permitted and effective capabilities, and the bounding set, emptied in
     _limit_zygote, keeps any exec from granting one. The sandbox's syscall
     filter comes last."""
+    if uid <= 0:  # root's, or a request garbled: the job would keep every capability
+        raise ValueError("refusing uid %d for a job" % uid)
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
     if fprog is not None:
@@ -441,7 +447,7 @@ def _run(job):
         __builtins__=__builtins__, __annotations__={}, __doc__=None, __package__=None,
         __spec__=None, __loader__=sys.modules["_frozen_importlib"].BuiltinImporter)
     sys.modules["__main__"] = main
-    code = 0
+    code, uncaught = 0, None
     try:
         if form == "module":
             sys.argv = [target] + args
@@ -475,11 +481,28 @@ def _run(job):
         # frame left and prints as the interpreter prints it. The hook
         # prints e.__traceback__, so the frame is cut from e itself.
         e.__traceback__ = e.__traceback__.tb_next
-        sys.excepthook(type(e), e, e.__traceback__)
-        code = 1
-        if isinstance(e, KeyboardInterrupt):
-            code = -2
+        uncaught = e
+    if uncaught is not None:  # reported outside the except: no exception is being handled
+        code = _uncaught(uncaught)
     _finalize(code)
+
+
+def _uncaught(e):
+    """Reports an uncaught exception as the interpreter does and returns
+    the exit code: sys.excepthook's output, and if the hook itself raises,
+    both exceptions; a SystemExit from the hook ends the process with its
+    code instead."""
+    try:
+        sys.excepthook(type(e), e, e.__traceback__)
+    except SystemExit as x:
+        return _exit_code(x)
+    except BaseException as x:
+        x.__traceback__ = x.__traceback__.tb_next  # this frame
+        print("Error in sys.excepthook:", file=sys.stderr)
+        sys.__excepthook__(type(x), x, x.__traceback__)
+        print("\nOriginal exception was:", file=sys.stderr)
+        sys.__excepthook__(type(e), e, e.__traceback__)
+    return -2 if isinstance(e, KeyboardInterrupt) else 1
 
 
 def _which(argv0):
@@ -529,8 +552,8 @@ def _finalize(code):
         _ON_FINALIZE()
     if code == -2:  # KeyboardInterrupt: die of SIGINT, as the interpreter does
         _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
-        os.kill(os.getpid(), _signal.SIGINT)
-    os._exit(code)
+        _kill(_getpid(), _signal.SIGINT)
+    _exit(code)
 
 
 HUGE = 2 << 20
