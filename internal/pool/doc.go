@@ -46,10 +46,13 @@
 //     print(2+2) at start in a throwaway child and notes which of its
 //     pages that child wrote from its fork to the job's end (about 500
 //     without pre-imports, 760 with them); every child breaks the sharing
-//     of those pages with MADV_POPULATE_WRITE as soon as boxer has moved
-//     it into its own cgroup (so that the copies are charged to it), in
-//     one process_madvise call where the kernel takes it (Linux 6.13 on),
-//     else one madvise per range (zygote.py's _learn and _pretouch). A page copied so costs about a third of a write fault.
+//     of those pages with MADV_POPULATE_WRITE first thing after its fork,
+//     in one process_madvise call where the kernel takes it (Linux 6.13
+//     on), else one madvise per range (zygote.py's _learn and _pretouch).
+//     The copies are charged to the zygote's cgroup, whose memory limit
+//     grows by Slots times their size: made after boxer has moved the
+//     child into its own cgroup, at its background CPU weight, they cost
+//     10 to 15% of the rate under load. A page copied so costs about a third of a write fault.
 //     Learning only the job's own pages (80 to 130) first took paced
 //     print(2+2) from p50 7.0 to 6.0 ms at the same CPU; learning the
 //     whole life cut the children's CPU per print(2+2) under load by a

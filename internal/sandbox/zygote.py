@@ -166,10 +166,20 @@ def _child(req, job_fd, fprog, drop):
     """Runs in the forked child, req being the unpacked _FORK_REQ. Never
     returns."""
     try:
-        # A session (and process group) of its own, first: sharing the
-        # zygote's would let a job orphan that group and have the kernel
-        # SIGHUP the zygote and every other job in it, and would let a job
-        # SIGCONT them.
+        # The pages this child will write, copied in one batch (see
+        # _learn), first: on the zygote's CPU, so that no fault's TLB flush
+        # has another CPU to reach, and at the zygote's CPU weight. They
+        # are charged to the zygote's cgroup (boxer moves the child into
+        # its own only later, and a charge stays where it was made), which
+        # boxer sizes for them. Made after "go" instead, in the child's
+        # cgroup and at its background weight, they cost 10 to 15% of the
+        # rate under load, at the same CPU per job.
+        _pretouch()
+        os.sched_setaffinity(0, _CPUS)
+        # A session (and process group) of its own: sharing the zygote's
+        # would let a job orphan that group and have the kernel SIGHUP the
+        # zygote and every other job in it, and would let a job SIGCONT
+        # them.
         os.setsid()
         _signal.signal(_signal.SIGHUP, _signal.SIG_DFL)
         _, uid, disk_bytes, inodes = req
@@ -189,13 +199,6 @@ def _child(req, job_fd, fprog, drop):
         sock.send(b'{"op":"hello"}')
         if not sock.recv(64):  # "go": boxer has moved us into our cgroup
             os._exit(0)
-        # The pages this child will write, copied in one batch (see
-        # _learn): only now, so that they are charged to its own cgroup
-        # (a charge stays where it was made when a task moves), and still
-        # on the zygote's CPU, so that no fault's TLB flush has another
-        # CPU to reach.
-        _pretouch()
-        os.sched_setaffinity(0, _CPUS)
         wfd = _isolate(uid, disk_bytes, inodes)
         _drop(uid, fprog)
         _keep_memory()
@@ -299,11 +302,13 @@ _IOVEC_SIZE = ctypes.sizeof(_Iovec)
 
 def _iovecs(ranges):
     """ranges as ctypes iovec arrays, each short enough for one call, with
-    the length of each range: (count, lengths, array)."""
+    their total length and the length of each: (count, total, lengths,
+    array)."""
     out = []
     for i in range(0, len(ranges), UIO_MAXIOV):
         part = ranges[i:i + UIO_MAXIOV]
-        out.append((len(part), tuple(n for _, n in part), (_Iovec * len(part))(*part)))
+        lengths = tuple(n for _, n in part)
+        out.append((len(part), sum(lengths), lengths, (_Iovec * len(part))(*part)))
     return tuple(out)
 
 
@@ -335,7 +340,9 @@ def _populate(pidfd):
     before it (or fails, if it is the first): that range is stepped over
     and the call made again for the rest. False if the kernel refuses the
     call outright."""
-    for count, lengths, iov in _LEARNED_IOV:
+    for count, total, lengths, iov in _LEARNED_IOV:
+        if _libc.syscall(SYS_PROCESS_MADVISE, pidfd, iov, count, MADV_POPULATE_WRITE, 0) == total:
+            continue  # the common case: every range still mapped
         i = 0
         while i < count:
             done = _libc.syscall(SYS_PROCESS_MADVISE, pidfd, ctypes.byref(iov, i * _IOVEC_SIZE), count - i,
@@ -359,7 +366,7 @@ def _learn():
     own copy of (pagemap's exclusive bit), within the zygote's own
     writable mappings.
 
-    Every warm child copies those pages as soon as it is in its own cgroup
+    Every warm child copies those pages first thing after its fork
     (_pretouch), in one call, instead of taking a write fault for each
     wherever its set-up, rehearsal or job first writes it. On
     this VM a page copied so costs about a third of a write fault's (4.7
@@ -712,57 +719,58 @@ _REFUSED = b'{"op":"error","msg":"malformed fork request: %d bytes, %d descripto
 
 def _serve(fprog, drop):
     """The zygote's loop: one fork per request, one report per exit. It is
-    written to allocate little: after each fork every page it writes is a
-    copy-on-write fault, so a request lands in one reused buffer, the
-    descriptors to wait on stay registered with one epoll, and no JSON is
-    parsed or made. (Measured outside boxer, a loop like this takes 42
-    faults per fork against 128 for one built on select, recv_fds and
-    json.)"""
+    written to touch few objects: after each fork every page it writes is
+    a copy-on-write fault, and CPython writes a reference count on every
+    object it loads. So a request lands in one reused buffer, the
+    descriptors to wait on stay registered with one epoll, no JSON is
+    parsed or made, and the functions the loop calls are bound once. (A
+    loop built on select, recv_fds and json took 134 faults per job; this
+    one, 67.) A request that is not exactly one _FORK_REQ and one
+    descriptor (a bug of boxer's: nothing else can write to the control
+    socket) is refused with an error reply, and the zygote goes on."""
     buf = bytearray(_FORK_REQ.size)
+    bufs, size, unpack = [buf], _FORK_REQ.size, _FORK_REQ.unpack
     space = socket.CMSG_SPACE(4)
     ctrl = CTRL.fileno()
+    recv, send = CTRL.recvmsg_into, CTRL.send
+    fork, close, pidfd_open, waitpid = os.fork, os.close, os.pidfd_open, os.waitpid
+    rights, truncated = (socket.SOL_SOCKET, socket.SCM_RIGHTS), socket.MSG_TRUNC | socket.MSG_CTRUNC
     poller = select.epoll()
     poller.register(ctrl, select.EPOLLIN)
+    register, unregister, poll = poller.register, poller.unregister, poller.poll
     children = {}  # pidfd -> pid
     while True:
-        fork = False
-        for fd, _ in poller.poll():
+        forking = False
+        for fd, _ in poll():
             if fd == ctrl:
-                fork = True
+                forking = True
             else:  # exits are reported before the next fork
                 pid = children.pop(fd)
-                poller.unregister(fd)
-                os.close(fd)
-                _, status = os.waitpid(pid, 0)
-                CTRL.send(_EXITED % (pid, status))
-        if fork:
-            _fork(buf, space, fprog, drop, poller, children)
+                unregister(fd)
+                close(fd)
+                _, status = waitpid(pid, 0)
+                send(_EXITED % (pid, status))
+        if forking:
+            n, anc, flags, _ = recv(bufs, space)
+            if n == size and len(anc) == 1 and anc[0][:2] == rights and len(anc[0][2]) == 4 and not flags & truncated:
+                req = unpack(buf)
+                job_fd = int.from_bytes(anc[0][2], sys.byteorder)
+                pid = fork()
+                if pid == 0:
+                    _child(req, job_fd, fprog, drop)
+                close(job_fd)
+                pidfd = pidfd_open(pid)
+                children[pidfd] = pid
+                register(pidfd, select.EPOLLIN)
+                send(_FORKED % (pid, req[0]))
+            elif n == 0 and not anc:
+                os._exit(0)  # boxer closed the control socket
+            else:
+                fds = _rights(anc)
+                for fd in fds:
+                    close(fd)
+                send(_REFUSED % (n, len(fds), flags))
         _reap_strays(poller, children)
-
-
-def _fork(buf, space, fprog, drop, poller, children):
-    """Reads one fork request and forks its child. A request that is not
-    exactly one _FORK_REQ and one descriptor (a bug of boxer's: nothing
-    else can write to the control socket) is refused with an error reply;
-    the zygote goes on serving."""
-    n, anc, flags, _ = CTRL.recvmsg_into([buf], space)
-    if n == 0 and not anc:
-        os._exit(0)  # boxer closed the control socket
-    fds = _rights(anc)
-    if n != _FORK_REQ.size or len(fds) != 1 or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
-        for fd in fds:
-            os.close(fd)
-        CTRL.send(_REFUSED % (n, len(fds), flags))
-        return
-    req = _FORK_REQ.unpack(buf)
-    pid = os.fork()
-    if pid == 0:
-        _child(req, fds[0], fprog, drop)
-    os.close(fds[0])
-    pidfd = os.pidfd_open(pid)
-    children[pidfd] = pid
-    poller.register(pidfd, select.EPOLLIN)
-    CTRL.send(_FORKED % (pid, req[0]))
 
 
 def _rights(anc):

@@ -41,7 +41,10 @@ type ZygoteConfig struct {
 	// Slots bounds the warm children that may exist at once. Default 64.
 	Slots int
 	// MemoryBytes caps the zygote's own cgroup (the interpreter and its
-	// pre-imports; each child is charged to its own). Default 1 GiB.
+	// pre-imports; each child is charged to its own). Default 1 GiB. The
+	// pages each child copies before it is moved into its own cgroup
+	// (_pretouch in zygote.py) are charged here too, and the limit grows
+	// by Slots times their size once the zygote has learned it.
 	MemoryBytes int64
 }
 
@@ -243,6 +246,10 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 			return nil, fmt.Errorf("zygote: got %q, want ready", m.Op)
 		}
 		z.Preimported, z.LearnedPages, z.HugeText = m.Preimported, m.Learned, m.HugeText
+		lim.MemoryBytes += int64(cfg.Slots) * int64(m.Learned) * int64(os.Getpagesize())
+		if err := z.sb.cg.Set(resources(lim)); err != nil {
+			return nil, fmt.Errorf("zygote: room for its children's copies: %w", err)
+		}
 	case <-z.dead:
 		return nil, fmt.Errorf("zygote died while starting: %s", z.stderrAfterKill())
 	case <-t.C:
