@@ -100,9 +100,10 @@
 // trusts only the kernel's task count to know nothing else is left
 // (Warm.killRest). Paced print(2+2): p50 14 -> 8 ms.
 //
-// What is left is CPU. In bench/service a warm print(2+2) now costs about
-// 45 ms of the machine's CPU against 72 ms for a bare python3 start in the
-// same run (1.5x its rate; README), of which boxer's own process takes 8.
+// What is left is CPU. In bench/service a warm print(2+2) now costs 42 to
+// 45 ms of the machine's CPU against 66 to 72 ms for a bare python3 start
+// in the same run (1.47x to 1.64x its rate in four runs; README), of which
+// boxer's own process takes 7 to 8.
 // In a profile under load, what remains is spread thin: the interpreter's
 // own work and first touches in the children, the batch copy, the fork
 // and the address space's teardown, the network namespace made and
