@@ -291,6 +291,10 @@ UIO_MAXIOV = 1024
 SYS_PROCESS_MADVISE = 440  # the same on x86-64 and arm64
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.syscall.restype = ctypes.c_long
+# syscall() reads every argument as a long: declared, so that none is
+# passed as a 32-bit int with undefined upper bits. Only process_madvise
+# goes through it.
+_libc.syscall.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_long, ctypes.c_ulong]
 
 
 class _Iovec(ctypes.Structure):
