@@ -49,15 +49,16 @@
 //     of those pages with MADV_POPULATE_WRITE first thing after its fork,
 //     in one process_madvise call where the kernel takes it (Linux 6.13
 //     on), else one madvise per range (zygote.py's _learn and _pretouch).
-//     The copies are charged to the zygote's cgroup, whose memory limit
-//     grows by Slots times their size: made after boxer has moved the
-//     child into its own cgroup, at its background CPU weight, they cost
-//     10 to 15% of the rate under load. A page copied so costs about a third of a write fault.
-//     Learning only the job's own pages (80 to 130) first took paced
-//     print(2+2) from p50 7.0 to 6.0 ms at the same CPU; learning the
-//     whole life cut the children's CPU per print(2+2) under load by a
-//     third (36.0 -> 23.5 ms), and one call instead of some 210 by
-//     another 5% (22.6 -> 21.4 ms). The rehearsal then walks the job's
+//     A page copied so costs about a third of a write fault. The copies
+//     are charged to the zygote's cgroup, whose memory limit grows by
+//     Slots times their size; made instead after boxer has moved the
+//     child into its own cgroup, where it runs at a background CPU
+//     weight, they cost 10 to 15% of the rate under load. Learning only
+//     the job's own pages (80 to 130) first took paced print(2+2) from
+//     p50 7.0 to 6.0 ms at the same CPU; learning the whole life cut the
+//     children's CPU per print(2+2) under load by a third (36.0 -> 23.5
+//     ms), and one call instead of some 210 by another 5% (22.6 -> 21.4
+//     ms). The rehearsal then walks the job's
 //     path on dummy values while the child waits, so that the first
 //     touches the learning cannot foresee are paid before the job
 //     arrives; it moves CPU off the job's path, and removing it changed
