@@ -9,10 +9,6 @@ import "golang.org/x/sys/unix"
 // zygote only separates mounts, IPC, network and cgroup views.
 const zygoteNSFlags = unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP
 
-// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14), which x/sys/unix
-// does not name.
-const madvPopulateWrite = 23
-
 // Zygote returns the policy of a warm pool's zygote: Default, plus the
 // unshare, mount and umount2 calls it needs to give each forked child its
 // own namespaces and tmpfs mounts before the child installs Default on top
@@ -30,7 +26,7 @@ func Zygote() Policy {
 		unix.SYS_MOUNT:   {Nr: unix.SYS_MOUNT, Action: Allow},
 		unix.SYS_UMOUNT2: {Nr: unix.SYS_UMOUNT2, Action: Allow},
 		unix.SYS_PROCESS_MADVISE: {Nr: unix.SYS_PROCESS_MADVISE, Action: Errno(unix.EPERM), Checks: []Check{
-			{Arg: 3, Op: Equal, Value: madvPopulateWrite, Action: Allow},
+			{Arg: 3, Op: Equal, Value: unix.MADV_POPULATE_WRITE, Action: Allow},
 		}},
 	}
 	for i, r := range p.Rules {

@@ -39,12 +39,12 @@ func TestZygotePolicy(t *testing.T) {
 		t.Errorf("unshare: %+v", u)
 	}
 	vm := program(t, z)
-	for advice, want := range map[uint64]Action{madvPopulateWrite: Allow, unix.MADV_COLD: eperm, unix.MADV_PAGEOUT: eperm, unix.MADV_DONTNEED: eperm} {
+	for advice, want := range map[uint64]Action{unix.MADV_POPULATE_WRITE: Allow, unix.MADV_COLD: eperm, unix.MADV_PAGEOUT: eperm, unix.MADV_DONTNEED: eperm} {
 		if got := run(t, vm, z.Arch, unix.SYS_PROCESS_MADVISE, 3, 0, 1, advice, 0); got != want {
 			t.Errorf("process_madvise(advice %d) = %v, want %v", advice, got, want)
 		}
 	}
-	if got := run(t, program(t, Default()), z.Arch, unix.SYS_PROCESS_MADVISE, 3, 0, 1, madvPopulateWrite, 0); got != eperm {
+	if got := run(t, program(t, Default()), z.Arch, unix.SYS_PROCESS_MADVISE, 3, 0, 1, unix.MADV_POPULATE_WRITE, 0); got != eperm {
 		t.Errorf("Default lets process_madvise(MADV_POPULATE_WRITE) through: %v", got)
 	}
 	d := Default()
