@@ -22,7 +22,8 @@ _CONFIG = os.read(3, 1 << 20).decode().split("\n")  # seccomp hex, then one modu
 # pages, and every page it writes afterwards is a copy-on-write fault whose
 # TLB flush must reach each CPU its address space is live on; threads (the
 # pools numerical libraries start at import) and migrations make that every
-# CPU. Children take the whole CPU set back before anything else.
+# CPU. Children take the whole CPU set back once they have copied the pages
+# they will write (see _child).
 _CPUS = os.sched_getaffinity(0)
 os.sched_setaffinity(0, (min(_CPUS),))
 _POOLS = ("OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -39,6 +40,7 @@ for _k, _v in _ENV.items():  # a job sees the environment a cold run gets
 _PRE = set(sys.modules) - _BASELINE
 
 import ctypes  # noqa: E402  (imports after the baseline on purpose)
+import errno
 import fcntl
 import gc
 import json
@@ -75,7 +77,6 @@ _KEEPER_STACK = None
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 24, 38, 22, 2
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
-EINVAL, ENOMEM = 22, 12
 MAX_MSG = 1 << 20
 
 
@@ -90,12 +91,8 @@ def _recv(sock, nfds=0):
     return (json.loads(msg) if msg else None), fds
 
 
-def _send(sock, obj, fds=()):
-    data = json.dumps(obj).encode()
-    if fds:
-        socket.send_fds(sock, [data], list(fds))
-    else:
-        sock.send(data)
+def _send(sock, obj):
+    sock.send(json.dumps(obj).encode())
 
 
 class _SockFprog(ctypes.Structure):
@@ -132,7 +129,7 @@ def _limit_zygote():
     cap = 0
     while _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
         cap += 1
-    if ctypes.get_errno() != EINVAL:
+    if ctypes.get_errno() != errno.EINVAL:
         _check(-1, "drop capability %d" % cap)
     os.setgroups([])
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
@@ -345,21 +342,22 @@ def _populate(pidfd):
     and the call made again for the rest. False if the kernel refuses the
     call outright."""
     for count, total, lengths, iov in _LEARNED_IOV:
-        if _libc.syscall(SYS_PROCESS_MADVISE, pidfd, iov, count, MADV_POPULATE_WRITE, 0) == total:
-            continue  # the common case: every range still mapped
-        i = 0
+        i, left = 0, total
         while i < count:
             done = _libc.syscall(SYS_PROCESS_MADVISE, pidfd, ctypes.byref(iov, i * _IOVEC_SIZE), count - i,
                                  MADV_POPULATE_WRITE, 0)
+            if done == left:
+                break  # the common case: every range still mapped
             if done < 0:
-                if ctypes.get_errno() != ENOMEM:
+                if ctypes.get_errno() != errno.ENOMEM:
                     return False  # not on this kernel, or not for this advice
-                i += 1  # range i is not mapped
-                continue
-            while i < count and done >= lengths[i]:
+                done = 0  # range i is not mapped
+            while done >= lengths[i]:  # the ranges done; done < left stops it short of count
                 done -= lengths[i]
+                left -= lengths[i]
                 i += 1
-            i += 1  # stopped inside or at range i: step over it (past the end if all were done)
+            left -= lengths[i]  # and the one the call stopped at, stepped over
+            i += 1
     return True
 
 
@@ -412,16 +410,20 @@ def _learn():
     return tuple(zip(flat[0::2], flat[1::2]))
 
 
-def _writable_maps():
-    """The zygote's private writable mappings, as (start, end)."""
+def _maps():
+    """This process's mappings, as (start, end, permissions, path)."""
     out = []
     with open("/proc/self/maps") as f:
         for line in f:
             fields = line.split()
-            if fields[1][1] == "w" and fields[1][3] == "p":
-                start, end = (int(x, 16) for x in fields[0].split("-"))
-                out.append((start, end))
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            out.append((start, end, fields[1], fields[5] if len(fields) > 5 else ""))
     return out
+
+
+def _writable_maps():
+    """The zygote's private writable mappings, as (start, end)."""
+    return [(start, end) for start, end, perms, _ in _maps() if perms[1] == "w" and perms[3] == "p"]
 
 
 def _exclusive(maps):
@@ -568,9 +570,7 @@ def _finalize(code):
 
 
 HUGE = 2 << 20
-MADV_HUGEPAGE = 14
-PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
-MAP_PRIVATE, MAP_ANONYMOUS, MAP_FAILED = 0x02, 0x20, ctypes.c_void_p(-1).value
+MAP_FAILED = ctypes.c_void_p(-1).value
 MREMAP_MAYMOVE, MREMAP_FIXED = 1, 2
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
@@ -610,17 +610,17 @@ def _text_on_huge_pages():
     size = end - start
     if size <= 0:
         return 0
-    raw = _libc.mmap(None, size + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    raw = _libc.mmap(None, size + HUGE, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
     if raw in (None, MAP_FAILED):
         return 0
     copy = -(-raw // HUGE) * HUGE
     placed = False
     try:
-        if _libc.madvise(copy, size, MADV_HUGEPAGE) != 0:
+        if _libc.madvise(copy, size, mmap.MADV_HUGEPAGE) != 0:
             return 0
         before = _anon_huge_kib()
         ctypes.memmove(copy, start, size)
-        if (_anon_huge_kib() - before) * 1024 < size or _libc.mprotect(copy, size, PROT_READ | PROT_EXEC) != 0:
+        if (_anon_huge_kib() - before) * 1024 < size or _libc.mprotect(copy, size, mmap.PROT_READ | mmap.PROT_EXEC) != 0:
             return 0
         placed = _libc.mremap(copy, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, start) == start
         return size if placed else 0
@@ -642,12 +642,7 @@ def _code_blocks():
     the file that holds the interpreter's code: the run of adjacent
     readable, unwritable mappings of that file around Py_Initialize."""
     code = ctypes.cast(ctypes.pythonapi.Py_Initialize, ctypes.c_void_p).value
-    maps = []
-    with open("/proc/self/maps") as f:
-        for line in f:
-            fields = line.split()
-            lo, hi = (int(x, 16) for x in fields[0].split("-"))
-            maps.append((lo, hi, fields[1], fields[5] if len(fields) > 5 else ""))
+    maps = _maps()
     at = [k for k, m in enumerate(maps) if m[0] <= code < m[1]]
     if not at or not maps[at[0]][3].startswith("/"):
         return 0, 0
@@ -729,7 +724,7 @@ def _serve(fprog, drop):
     descriptors to wait on stay registered with one epoll, no JSON is
     parsed or made, and the functions the loop calls are bound once. (A
     loop built on select, recv_fds and json took 134 faults per job; this
-    one, 67.) A request that is not exactly one _FORK_REQ and one
+    one, 69.) A request that is not exactly one _FORK_REQ and one
     descriptor (a bug of boxer's: nothing else can write to the control
     socket) is refused with an error reply, and the zygote goes on."""
     buf = bytearray(_FORK_REQ.size)
