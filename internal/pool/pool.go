@@ -216,8 +216,9 @@ func names(code []byte, words []string) bool {
 		if w == "" {
 			continue
 		}
+		word := []byte(w)
 		for at := 0; ; {
-			i := bytes.Index(code[at:], []byte(w))
+			i := bytes.Index(code[at:], word)
 			if i < 0 {
 				break
 			}
