@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -538,15 +540,64 @@ func TestZygoteRefusesMalformedRequests(t *testing.T) {
 		}
 		z.forkMu.Unlock()
 	}
-	// The pipe's write end went to the zygote in three requests; had it
+	// The pipe's write end went to the zygote in two requests; had it
 	// kept one, the read end would not see end of file once ours closes.
 	w.Close()
-	if n, err := r.Read(make([]byte, 1)); n != 0 || err == nil {
-		t.Errorf("read after closing our write end: %d, %v; the zygote kept a copy", n, err)
+	if err := r.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
+		t.Errorf("read after closing our write end: %d, %v, want end of file; the zygote kept a copy", n, err)
 	}
 	res := runWarm(t, z, pyJob("print('still serving')", boxer.Limits{}))
 	if res.Status != boxer.StatusOK || string(res.Stdout.Data) != "still serving\n" {
 		t.Fatalf("after the malformed requests: %s %q %q", res.Status, res.Stdout.Data, res.Stderr.Data)
+	}
+}
+
+// A child never runs a job as uid 0, root of the sandbox's user namespace
+// with every capability in it: _drop refuses it, the child reports the
+// failure on its job socket and exits without a job.
+func TestZygoteRefusesRootUID(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := os.NewFile(uintptr(pair[1]), "child-job")
+	ours, err := unixConn(pair[0], "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ours.Close()
+	exit, err := z.fork(forkReq{UID: 0, DiskBytes: 1 << 20, Inodes: 16}, theirs)
+	theirs.Close()
+	if err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	if err := ours.SetDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<12)
+	for i, want := range []string{`{"op":"hello"}`, `{"op": "error", "msg": "ValueError: refusing uid 0 for a job"}`} {
+		n, err := ours.Read(buf)
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("message %d: %q, %v; want %q", i, buf[:n], err, want)
+		}
+		if i == 0 {
+			if _, err := ours.Write([]byte(`{"op":"go"}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	select {
+	case st := <-exit:
+		if ws := unix.WaitStatus(st); !ws.Exited() || ws.ExitStatus() != 70 {
+			t.Errorf("child's wait status %#x, want exit 70", st)
+		}
+	case <-time.After(time.Minute):
+		t.Error("the child did not exit")
 	}
 }
 
