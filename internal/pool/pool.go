@@ -134,7 +134,7 @@ func (l *lane) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
 	})
 	if err == nil {
 		l.p.log.Info("warm pool zygote ready", "lane", l.name, "preimports", l.preImports,
-			"modules_loaded", len(z.Preimported), "learned_pages", z.LearnedPages, "huge_text_bytes", z.HugeText, "took", time.Since(t).Round(time.Millisecond))
+			"modules_loaded", len(z.Preimported), "learned_pages", z.LearnedPages, "pinned_pages", z.PinnedPages, "huge_text_bytes", z.HugeText, "took", time.Since(t).Round(time.Millisecond))
 	}
 	return z, err
 }

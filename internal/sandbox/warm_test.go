@@ -267,10 +267,42 @@ print(same > 0, differ)
 	}
 }
 
-// A warm child copies the pages it will write (_pretouch) before boxer
-// moves it into its own cgroup, so every live child's copies are charged
-// to the zygote's: its memory limit must have room for Slots of them on
-// top of its own.
+// The zygote pins the pages its children write (_pin), under its own
+// seccomp policy, so that each fork copies them at once; and nothing of
+// the pinning reaches a job: no io_uring descriptor, no pinned memory of
+// its own, and io_uring refused.
+func TestZygotePinsLearnedPages(t *testing.T) {
+	if b, err := os.ReadFile("/proc/sys/kernel/io_uring_disabled"); err != nil || strings.TrimSpace(string(b)) != "0" {
+		t.Skipf("io_uring is not open to all on this kernel (io_uring_disabled %q, %v): nothing can be pinned", b, err)
+	}
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	if z.LearnedPages == 0 || z.PinnedPages != z.LearnedPages {
+		t.Fatalf("pinned %d of %d learned pages, want all of them", z.PinnedPages, z.LearnedPages)
+	}
+	res := runWarm(t, z, pyJob(`
+import ctypes, os
+rings = 0
+for f in os.listdir("/proc/self/fd"):
+    try:
+        rings += "io_uring" in os.readlink("/proc/self/fd/" + f)
+    except FileNotFoundError:  # listdir's own, closed since
+        pass
+print("rings", rings)
+print([l.split()[1] for l in open("/proc/self/status") if l.startswith("VmPin:")][0])
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)
+print(libc.syscall(ctypes.c_long(425), ctypes.c_long(1), params), ctypes.get_errno())
+`, boxer.Limits{}))
+	if want := "rings 0\n0\n-1 1\n"; res.Status != boxer.StatusOK || string(res.Stdout.Data) != want {
+		t.Fatalf("%s: %q (stderr %q), want %q", res.Status, res.Stdout.Data, res.Stderr.Data, want)
+	}
+}
+
+// A warm child gets copies of the pages it will write before boxer moves
+// it into its own cgroup (fork makes them, or _pretouch), so every live
+// child's copies are charged to the zygote's: its memory limit must have
+// room for Slots of them on top of its own.
 func TestZygoteMemoryCoversCopies(t *testing.T) {
 	e := newTestEngine(t, nil)
 	z := newTestZygote(t, e) // 8 slots, the default 1 GiB

@@ -43,8 +43,9 @@ type ZygoteConfig struct {
 	// MemoryBytes caps the zygote's own cgroup (the interpreter and its
 	// pre-imports; each child is charged to its own). Default 1 GiB. The
 	// pages each child copies before it is moved into its own cgroup
-	// (_pretouch in zygote.py) are charged here too, and the limit grows
-	// by Slots times their size once the zygote has learned it.
+	// (_pin and _pretouch in zygote.py) are charged here too, and the
+	// limit grows by Slots times their size once the zygote has learned
+	// it.
 	MemoryBytes int64
 }
 
@@ -59,9 +60,11 @@ type ZygoteConfig struct {
 //	boxer                                    zygote
 //	seccomp hex, pre-imports (text lines) -> imports, limits itself, moves
 //	                                         its code to huge pages, gc.freeze,
-//	                                         learns a job's pages (_learn)
+//	                                         learns a job's pages (_learn),
+//	                                         pins them (_pin)
 //	                                   <-    {"op":"ready","preimported":[...],
-//	                                          "huge_text_bytes":H,"learned_pages":N}
+//	                                          "huge_text_bytes":H,"learned_pages":N,
+//	                                          "pinned_pages":P}
 //	fork request (forkReq) + job socket ->   fork
 //	                                   <-    {"op":"forked","pid":P}
 //	                                   <-    {"op":"exited","pid":P,"status":S}
@@ -81,6 +84,11 @@ type Zygote struct {
 	// right after its fork: those a sample child wrote in its whole life
 	// (see _learn in zygote.py).
 	LearnedPages int
+	// PinnedPages counts those of them the zygote pinned, so that a fork
+	// copies them at once: LearnedPages, or 0 where the kernel would not
+	// pin them and each child copies them after its fork instead (see
+	// _pin in zygote.py).
+	PinnedPages int
 	// HugeText counts the bytes of the interpreter's code the zygote moved
 	// onto huge pages, 0 where the kernel has none to give (see
 	// _text_on_huge_pages in zygote.py).
@@ -106,6 +114,7 @@ type zygoteMsg struct {
 	Status      uint32   `json:"status"`
 	Preimported []string `json:"preimported"`
 	Learned     int      `json:"learned_pages"`
+	Pinned      int      `json:"pinned_pages"`
 	HugeText    int      `json:"huge_text_bytes"`
 	Msg         string   `json:"msg"` // of an "error"
 }
@@ -245,7 +254,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		if m.Op != "ready" {
 			return nil, fmt.Errorf("zygote: got %q, want ready", m.Op)
 		}
-		z.Preimported, z.LearnedPages, z.HugeText = m.Preimported, m.Learned, m.HugeText
+		z.Preimported, z.LearnedPages, z.PinnedPages, z.HugeText = m.Preimported, m.Learned, m.Pinned, m.HugeText
 		lim.MemoryBytes += int64(cfg.Slots) * int64(m.Learned) * int64(os.Getpagesize())
 		if err := z.sb.cg.Set(resources(lim)); err != nil {
 			return nil, fmt.Errorf("zygote: room for its children's copies: %w", err)

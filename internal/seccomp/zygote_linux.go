@@ -9,22 +9,42 @@ import "golang.org/x/sys/unix"
 // zygote only separates mounts, IPC, network and cgroup views.
 const zygoteNSFlags = unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP
 
-// Zygote returns the policy of a warm pool's zygote: Default, plus the
-// unshare, mount and umount2 calls it needs to give each forked child its
-// own namespaces and tmpfs mounts before the child installs Default on top
-// of it, and process_madvise for MADV_POPULATE_WRITE alone, with which a
-// child copies the pages it will write in one call (zygote.py's
-// _pretouch); that advice only breaks the sharing of pages, never changes
-// a byte. Filters stack, so caller code in a child runs under both and gets
-// the stricter answer; the zygote itself never runs caller code.
+// io_uring_register's opcodes the zygote may use
+// (include/uapi/linux/io_uring.h); x/sys/unix does not name them.
+const (
+	ioringRegisterBuffers = 0
+	ioringRegisterRingFDs = 20
+)
+
+// Zygote returns the policy of a warm pool's zygote: Default, plus
+//   - the unshare, mount and umount2 calls it needs to give each forked
+//     child its own namespaces and tmpfs mounts before the child installs
+//     Default on top of it;
+//   - io_uring_setup, and io_uring_register for registering buffers and
+//     the ring's own descriptor alone, with which the zygote pins the
+//     pages its children write so that every fork copies them at once
+//     (zygote.py's _pin). io_uring_enter stays refused: the ring never
+//     does I/O;
+//   - process_madvise for MADV_POPULATE_WRITE alone, with which a child
+//     copies those pages in one call where they could not be pinned
+//     (zygote.py's _pretouch); that advice only breaks the sharing of
+//     pages, never changes a byte.
+//
+// Filters stack, so caller code in a child runs under both and gets the
+// stricter answer; the zygote itself never runs caller code.
 func Zygote() Policy {
 	p := Default()
 	extra := map[uint32]Rule{
 		unix.SYS_UNSHARE: {Nr: unix.SYS_UNSHARE, Action: Allow, Checks: []Check{
 			{Arg: 0, Op: AnyBits, Value: nsFlags &^ zygoteNSFlags, Action: Errno(unix.EPERM)},
 		}},
-		unix.SYS_MOUNT:   {Nr: unix.SYS_MOUNT, Action: Allow},
-		unix.SYS_UMOUNT2: {Nr: unix.SYS_UMOUNT2, Action: Allow},
+		unix.SYS_MOUNT:          {Nr: unix.SYS_MOUNT, Action: Allow},
+		unix.SYS_UMOUNT2:        {Nr: unix.SYS_UMOUNT2, Action: Allow},
+		unix.SYS_IO_URING_SETUP: {Nr: unix.SYS_IO_URING_SETUP, Action: Allow},
+		unix.SYS_IO_URING_REGISTER: {Nr: unix.SYS_IO_URING_REGISTER, Action: Errno(unix.EPERM), Checks: []Check{
+			{Arg: 1, Op: Equal, Value: ioringRegisterBuffers, Action: Allow},
+			{Arg: 1, Op: Equal, Value: ioringRegisterRingFDs, Action: Allow},
+		}},
 		unix.SYS_PROCESS_MADVISE: {Nr: unix.SYS_PROCESS_MADVISE, Action: Errno(unix.EPERM), Checks: []Check{
 			{Arg: 3, Op: Equal, Value: unix.MADV_POPULATE_WRITE, Action: Allow},
 		}},

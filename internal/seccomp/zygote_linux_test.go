@@ -9,8 +9,9 @@ import (
 )
 
 // The zygote may unshare the namespaces it gives each child, mount and
-// unmount, populate pages through process_madvise, and nothing more than
-// Default otherwise.
+// unmount, pin pages through io_uring (set up a ring, register buffers and
+// the ring's descriptor, never enter it), populate pages through
+// process_madvise, and nothing more than Default otherwise.
 func TestZygotePolicy(t *testing.T) {
 	z := Zygote()
 	if err := z.Validate(); err != nil {
@@ -44,6 +45,26 @@ func TestZygotePolicy(t *testing.T) {
 			t.Errorf("process_madvise(advice %d) = %v, want %v", advice, got, want)
 		}
 	}
+	for _, tc := range []struct {
+		nr     uint32
+		opcode uint64
+		want   Action
+	}{
+		{unix.SYS_IO_URING_SETUP, 0, Allow},
+		{unix.SYS_IO_URING_REGISTER, 0, Allow},          // IORING_REGISTER_BUFFERS
+		{unix.SYS_IO_URING_REGISTER, 20, Allow},         // IORING_REGISTER_RING_FDS
+		{unix.SYS_IO_URING_REGISTER, 2, eperm},          // IORING_REGISTER_FILES
+		{unix.SYS_IO_URING_REGISTER, 1, eperm},          // IORING_UNREGISTER_BUFFERS
+		{unix.SYS_IO_URING_REGISTER, 20 | 1<<31, eperm}, // IORING_REGISTER_USE_REGISTERED_RING
+		{unix.SYS_IO_URING_ENTER, 0, eperm},
+	} {
+		if got := run(t, vm, z.Arch, tc.nr, 3, tc.opcode, 0, 1, 0); got != tc.want {
+			t.Errorf("syscall %d (opcode %#x) = %v, want %v", tc.nr, tc.opcode, got, tc.want)
+		}
+		if got := run(t, program(t, Default()), z.Arch, tc.nr, 3, tc.opcode, 0, 1, 0); got != eperm {
+			t.Errorf("Default lets syscall %d (opcode %#x) through: %v", tc.nr, tc.opcode, got)
+		}
+	}
 	if got := run(t, program(t, Default()), z.Arch, unix.SYS_PROCESS_MADVISE, 3, 0, 1, unix.MADV_POPULATE_WRITE, 0); got != eperm {
 		t.Errorf("Default lets process_madvise(MADV_POPULATE_WRITE) through: %v", got)
 	}
@@ -57,8 +78,8 @@ func TestZygotePolicy(t *testing.T) {
 			changed++
 		}
 	}
-	if changed != 4 {
-		t.Errorf("%d rules differ from Default, want 4", changed)
+	if changed != 6 {
+		t.Errorf("%d rules differ from Default, want 6", changed)
 	}
 	if _, err := Build(z); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,164 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// pretouchScript loads zygote.py as a module (its main never runs), makes
+// eight pages, unmaps pages 2 and 3, learns pages 0, 2-3, 4 and 6-7, and
+// has a forked child run _pretouch: it must copy the learned pages still
+// mapped (0, 4, 6, 7), step over the hole, and copy nothing it did not
+// learn (1, 5), all through process_madvise. With "fallback",
+// process_madvise is made to fail as on a kernel before 6.13, and the
+// per-range madvise must do the same.
+const pretouchScript = `
+import ctypes, importlib.util, mmap, os, sys
+spec = importlib.util.spec_from_file_location("zygote", sys.argv[1])
+z = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(z)
+if sys.argv[2] == "fallback":
+    z.SYS_PROCESS_MADVISE = 1000  # no such system call: ENOSYS
+else:
+    z._libc.madvise = None  # the hole must not send it to the fallback
+P = mmap.PAGESIZE
+m = mmap.mmap(-1, 8 * P, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+for i in range(8):
+    m[i * P] = 1
+z._libc.munmap(base + 2 * P, 2 * P)
+ranges = ((base, P), (base + 2 * P, 2 * P), (base + 4 * P, P), (base + 6 * P, 2 * P))
+z._LEARNED, z._LEARNED_IOV = ranges, z._iovecs(ranges)
+mapped = [(base, base + 2 * P), (base + 4 * P, base + 8 * P)]
+pid = os.fork()
+if pid == 0:
+    before = z._exclusive(mapped)
+    z._pretouch()
+    got = sorted((p - base) // P for p in z._exclusive(mapped) - before)
+    os.write(1, repr(got).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+`
+
+func TestPretouchStepsOverHoles(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	for _, mode := range []string{"process_madvise", "fallback"} {
+		t.Run(mode, func(t *testing.T) {
+			out, err := runZygoteModule(t, pretouchScript, mode)
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if got := strings.TrimSpace(string(out)); got != "[0, 4, 6, 7]" {
+				t.Errorf("pages copied: %s, want [0, 4, 6, 7]", got)
+			}
+		})
+	}
+}
+
+// pinScript loads zygote.py as a module, makes eight pages and has _pin
+// pin pages 0-1 and 4. It prints what it pinned, then forks: the child
+// must own pages 0, 1 and 4 from its first instruction on (fork copied
+// them), share the rest, hold no io_uring descriptor, and keep the bytes
+// page 0 had at the fork when the parent then writes it; the parent must
+// still own its pinned pages while the child shares the others.
+// With "refused", io_uring_setup fails as where io_uring is disabled:
+// nothing is pinned, and the child shares every page.
+const pinScript = `
+import ctypes, importlib.util, mmap, os, sys
+spec = importlib.util.spec_from_file_location("zygote", sys.argv[1])
+z = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(z)
+if sys.argv[2] == "refused":
+    z.SYS_IO_URING_SETUP = 1000  # no such system call: ENOSYS
+P = mmap.PAGESIZE
+m = mmap.mmap(-1, 8 * P, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+for i in range(8):
+    m[i * P] = 1
+mapped = [(base, base + 8 * P)]
+def own():
+    return sorted((p - base) // P for p in z._exclusive(mapped))
+def rings():
+    n = 0
+    for f in os.listdir("/proc/self/fd"):
+        try:
+            n += "io_uring" in os.readlink("/proc/self/fd/" + f)
+        except FileNotFoundError:  # listdir's own, closed since
+            pass
+    return n
+pinned = z._pin(((base, 2 * P), (base + 4 * P, P)))
+vmpin = [l.split()[1] for l in open("/proc/self/status") if l.startswith("VmPin:")][0]
+print("pinned", pinned, "VmPin", vmpin, "rings", rings())
+r, w = os.pipe()
+r2, w2 = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(w)
+    mine = own()
+    os.write(w2, b"x")
+    os.read(r, 1)  # the parent has written page 0
+    print("child owns", mine, "rings", rings(), "page 0", m[0], flush=True)
+    os._exit(0)
+os.close(r)
+os.read(r2, 1)
+print("parent owns", own(), flush=True)
+m[0] = 9
+os.write(w, b"x")
+os.waitpid(pid, 0)
+`
+
+func TestPinCopiesAtFork(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/io_uring_disabled"); err != nil || strings.TrimSpace(string(b)) != "0" {
+		t.Skipf("io_uring is not open to all on this kernel (io_uring_disabled %q, %v): nothing can be pinned", b, err)
+	}
+	for mode, want := range map[string]string{
+		"pinned":  "pinned 3 VmPin 12 rings 0\nparent owns [0, 1, 4]\nchild owns [0, 1, 4] rings 0 page 0 1\n",
+		"refused": "pinned 0 VmPin 0 rings 0\nparent owns []\nchild owns [] rings 0 page 0 1\n",
+	} {
+		t.Run(mode, func(t *testing.T) {
+			out, err := runZygoteModule(t, pinScript, mode)
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if string(out) != want {
+				t.Errorf("got\n%swant\n%s", out, want)
+			}
+		})
+	}
+}
+
+// runZygoteModule runs script with /usr/bin/python3, its arguments being
+// the path of a copy of zygote.py and mode. zygote.py reads its
+// configuration from fd 3, a socket: it gets no seccomp program and no
+// pre-imports.
+func runZygoteModule(t *testing.T, script, mode string) ([]byte, error) {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "zygote.py")
+	if err := os.WriteFile(src, []byte(zygoteSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, theirs := os.NewFile(uintptr(pair[0]), "ctrl"), os.NewFile(uintptr(pair[1]), "zygote-ctrl")
+	defer ours.Close()
+	if _, err := ours.Write([]byte("\n")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/usr/bin/python3", "-c", script, src, mode)
+	cmd.ExtraFiles = []*os.File{theirs}
+	out, err := cmd.CombinedOutput()
+	theirs.Close()
+	return out, err
+}
