@@ -33,7 +33,7 @@ for i in range(8):
     m[i * P] = 1
 z._libc.munmap(base + 2 * P, 2 * P)
 ranges = ((base, P), (base + 2 * P, 2 * P), (base + 4 * P, P), (base + 6 * P, 2 * P))
-z._LEARNED, z._LEARNED_IOV = ranges, z._iovecs(ranges)
+z._UNPINNED, z._UNPINNED_IOV = ranges, z._iovecs(ranges)
 mapped = [(base, base + 2 * P), (base + 4 * P, base + 8 * P)]
 pid = os.fork()
 if pid == 0:
@@ -68,8 +68,10 @@ func TestPretouchStepsOverHoles(t *testing.T) {
 // them), share the rest, hold no io_uring descriptor, and keep the bytes
 // page 0 had at the fork when the parent then writes it; the parent must
 // still own its pinned pages while the child shares the others.
-// With "refused", io_uring_setup fails as where io_uring is disabled:
-// nothing is pinned, and the child shares every page.
+// With "huge", _pin is also given a page inside a transparent huge page,
+// which it must leave out. With "refused", io_uring_setup fails as where
+// io_uring is disabled: nothing is pinned, and the child shares every
+// page.
 const pinScript = `
 import ctypes, importlib.util, mmap, os, sys
 spec = importlib.util.spec_from_file_location("zygote", sys.argv[1])
@@ -93,7 +95,17 @@ def rings():
         except FileNotFoundError:  # listdir's own, closed since
             pass
     return n
-pinned = z._pin(((base, 2 * P), (base + 4 * P, P)))
+ranges = ((base, 2 * P), (base + 4 * P, P))
+if sys.argv[2] == "huge":  # and a page in a transparent huge page, which must be left out
+    H = 2 << 20
+    h = mmap.mmap(-1, 2 * H, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    hbase = -(-ctypes.addressof(ctypes.c_char.from_buffer(h)) // H) * H
+    z._libc.madvise(hbase, H, mmap.MADV_HUGEPAGE)
+    ctypes.memset(hbase, 1, H)
+    if not any(start <= hbase < end for start, end in z._huge_mappings()):
+        sys.exit("no huge page")
+    ranges += ((hbase, P),)
+pinned = z._pages(z._pin(ranges))
 vmpin = [l.split()[1] for l in open("/proc/self/status") if l.startswith("VmPin:")][0]
 print("pinned", pinned, "VmPin", vmpin, "rings", rings())
 r, w = os.pipe()
@@ -123,10 +135,14 @@ func TestPinCopiesAtFork(t *testing.T) {
 	}
 	for mode, want := range map[string]string{
 		"pinned":  "pinned 3 VmPin 12 rings 0\nparent owns [0, 1, 4]\nchild owns [0, 1, 4] rings 0 page 0 1\n",
+		"huge":    "pinned 3 VmPin 12 rings 0\nparent owns [0, 1, 4]\nchild owns [0, 1, 4] rings 0 page 0 1\n",
 		"refused": "pinned 0 VmPin 0 rings 0\nparent owns []\nchild owns [] rings 0 page 0 1\n",
 	} {
 		t.Run(mode, func(t *testing.T) {
 			out, err := runZygoteModule(t, pinScript, mode)
+			if mode == "huge" && strings.Contains(string(out), "no huge page") {
+				t.Skip("this kernel gave the region no transparent huge page")
+			}
 			if err != nil {
 				t.Fatalf("%v: %s", err, out)
 			}

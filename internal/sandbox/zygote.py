@@ -173,7 +173,7 @@ def _child(req, job_fd, fprog, drop):
         # for them. Made after "go" instead, in the child's cgroup and at
         # its background weight, they cost 10 to 15% of the rate under
         # load, at the same CPU per job.
-        if not _PINNED:
+        if _UNPINNED:
             _pretouch()
         os.sched_setaffinity(0, _CPUS)
         # A session (and process group) of its own: sharing the zygote's
@@ -281,12 +281,12 @@ def _rehearse():
 
 
 # The zygote's pages a child writes in its life, as (start, length)
-# ranges (see _learn); how many of them are pinned (see _pin), and where
-# none are, the ranges as iovec arrays of at most UIO_MAXIOV entries for
-# _pretouch.
+# ranges (see _learn); those of them not pinned (see _pin), which each
+# child copies itself (see _pretouch), and the same as iovec arrays of at
+# most UIO_MAXIOV entries.
 _LEARNED = ()
-_PINNED = 0
-_LEARNED_IOV = ()
+_UNPINNED = ()
+_UNPINNED_IOV = ()
 _ON_FINALIZE = None  # set only in _learn's throwaway child
 MADV_POPULATE_WRITE = 23
 UIO_MAXIOV = 1024
@@ -329,8 +329,9 @@ def _iovecs(ranges):
 
 
 def _pin(ranges):
-    """Pins ranges of the zygote's memory for the zygote's whole life, and
-    returns how many pages it pinned: 0 where the kernel would not.
+    """Pins those of ranges that lie outside transparent huge pages, for
+    the zygote's whole life, and returns them: none where the kernel would
+    not pin them.
 
     The kernel never shares a page that may be pinned (for DMA, say)
     copy-on-write: a fork gives the child its own copy of it at once and
@@ -338,8 +339,9 @@ def _pin(ranges):
     pinned, no child takes a fault or a TLB flush to copy them, nor does
     the zygote for the pages its loop writes after each fork: the copies
     are made inside fork, in one pass. In the pool under load this cut the
-    CPU of a warm print(2+2) by about a fifth against _pretouch's batch
-    (internal/pool's doc).
+    CPU of a warm print(2+2) by a fifth against _pretouch's batch
+    (internal/pool's doc). A huge page is left out: pinned, all of its 512
+    pages would be copied at every fork.
 
     io_uring's buffer registration is the one way an unprivileged process
     has to pin its memory for long. The ring does no I/O (the zygote's
@@ -350,23 +352,43 @@ def _pin(ranges):
     which lives as long as the zygote does. The pages count against
     RLIMIT_MEMLOCK. Where io_uring is missing or disabled, the limit too
     low, or the kernel older than 5.18 (registered rings), nothing stays
-    pinned and children copy the pages through _pretouch instead."""
+    pinned, and children copy every learned page through _pretouch."""
+    huge = _huge_mappings()
+    ranges = tuple(r for r in ranges if not any(start < r[0] + r[1] and r[0] < end for start, end in huge))
     if not ranges:
-        return 0
+        return ()
     params = (ctypes.c_char * IO_URING_PARAMS_SIZE)()
     ring = _libc.syscall(SYS_IO_URING_SETUP, 1, ctypes.addressof(params), 0, 0, 0)
     if ring < 0:
-        return 0
+        return ()
     try:
         iov = (_Iovec * len(ranges))(*ranges)
         if _libc.syscall(SYS_IO_URING_REGISTER, ring, IORING_REGISTER_BUFFERS, ctypes.addressof(iov), len(ranges), 0) < 0:
-            return 0
+            return ()
         update = _RsrcUpdate(offset=0xFFFFFFFF)  # any free slot
         update.data = ring
         if _libc.syscall(SYS_IO_URING_REGISTER, ring, IORING_REGISTER_RING_FDS, ctypes.addressof(update), 1, 0) != 1:
-            return 0  # the close below frees the ring, and unpins the pages
+            return ()  # the close below frees the ring, and unpins the pages
     finally:
         os.close(ring)
+    return ranges
+
+
+def _huge_mappings():
+    """This process's mappings that hold transparent huge pages, as (start,
+    end)."""
+    out, cur = [], None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            key = line.split(None, 1)[0]
+            if not key.endswith(":"):
+                cur = tuple(int(x, 16) for x in key.split("-"))
+            elif key == "AnonHugePages:" and line.split()[1] != "0":
+                out.append(cur)
+    return out
+
+
+def _pages(ranges):
     return sum(n for _, n in ranges) // mmap.PAGESIZE
 
 
@@ -388,7 +410,7 @@ def _pretouch():
     finally:
         if pidfd >= 0:
             os.close(pidfd)
-    for start, length in _LEARNED:
+    for start, length in _UNPINNED:
         _libc.madvise(start, length, MADV_POPULATE_WRITE)
 
 
@@ -398,7 +420,7 @@ def _populate(pidfd):
     before it (or fails, if it is the first): that range is stepped over
     and the call made again for the rest. False if the kernel refuses the
     call outright."""
-    for count, total, lengths, iov in _LEARNED_IOV:
+    for count, total, lengths, iov in _UNPINNED_IOV:
         i, left = 0, total
         while i < count:
             done = _libc.syscall(SYS_PROCESS_MADVISE, pidfd, ctypes.addressof(iov) + i * _IOVEC_SIZE, count - i,
@@ -756,12 +778,13 @@ def main():
     huge = _text_on_huge_pages()
     gc.collect()
     gc.freeze()  # keep the collector off the shared pages in every child
-    global _LEARNED, _PINNED, _LEARNED_IOV
+    global _LEARNED, _UNPINNED, _UNPINNED_IOV
     _LEARNED = _learn()
-    _PINNED = _pin(_LEARNED)
-    _LEARNED_IOV = () if _PINNED else _iovecs(_LEARNED)
+    pinned = _pin(_LEARNED)
+    _UNPINNED = tuple(r for r in _LEARNED if r not in pinned)
+    _UNPINNED_IOV = _iovecs(_UNPINNED)
     _send(CTRL, {"op": "ready", "preimported": sorted(_PRE), "huge_text_bytes": huge,
-                 "learned_pages": sum(n for _, n in _LEARNED) // mmap.PAGESIZE, "pinned_pages": _PINNED})
+                 "learned_pages": _pages(_LEARNED), "pinned_pages": _pages(pinned)})
     _serve(fprog, drop)
 
 
