@@ -75,7 +75,7 @@ _ALL_SIGNALS = ctypes.create_string_buffer(128)  # a sigset_t
 _libc.sigfillset(_ALL_SIGNALS)
 _KEEPER_STACK = None
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
-PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 24, 38, 22, 2
+PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 24, 38, 22, 2
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
 MAX_MSG = 1 << 20
 
@@ -155,10 +155,6 @@ def _drop(uid, fprog):
         raise ValueError("refusing uid %d for a job" % uid)
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
-    # The change of uid made the process undumpable, which a cold run, its
-    # credentials unchanged since exec, is not: its /proc/self files would
-    # be root's, /proc/self/environ unreadable.
-    _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
     if fprog is not None:
         _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
 
