@@ -139,6 +139,18 @@
 // python3's rate (two runs, 96-98 ms of CPU per print(2+2)) to 0.85-0.88x
 // (73 ms), with warm numpy+pandas imports still under 0.04x.
 //
+// # What only /proc tells apart
+//
+// Besides sys.modules holding the declared pre-imports, a warm job differs
+// from a cold run in what /proc shows of it. Its process is not dumpable:
+// it changed its uid after the fork, where a cold run's credentials are
+// unchanged since exec. So the 0400 files of /proc/self (environ, mem,
+// pagemap, auxv) are root's and it cannot read them; maps, smaps, status
+// and fd read as in a cold run. Dumpability belongs to the address space,
+// which the keeper shares: a dumpable job would see the keeper in its
+// /proc, a child process no cold run has, which is the larger difference.
+// And its code mapping is anonymous (see the huge pages above).
+//
 // This package is the policy around that mechanism:
 //
 //   - it keeps between Min and Max children ready in each zygote, aiming

@@ -74,8 +74,10 @@ _SIGSUSPEND = ctypes.cast(_libc.sigsuspend, ctypes.c_void_p)  # the keeper's bod
 _ALL_SIGNALS = ctypes.create_string_buffer(128)  # a sigset_t
 _libc.sigfillset(_ALL_SIGNALS)
 _KEEPER_STACK = None
+_KEEPER = 0  # the keeper's pid, in a child that has one
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
-PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 24, 38, 22, 2
+PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 24, 38, 22, 2
+PR_SET_CHILD_SUBREAPER, WALL = 36, 0x40000000
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
 MAX_MSG = 1 << 20
 
@@ -245,7 +247,7 @@ def _keep_memory():
     and can take it over: boxer treats it as the job's own process (see
     Warm.killRest). It exits with no signal to anyone, so the job's own
     wait() never sees it."""
-    global _KEEPER_STACK
+    global _KEEPER_STACK, _KEEPER
     # Private: a shared anonymous map would be a shmem file made and freed
     # for every child. Never freed: the keeper sleeps on it.
     _KEEPER_STACK = mmap.mmap(-1, 16384, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
@@ -262,6 +264,7 @@ def _keep_memory():
         _signal.pthread_sigmask(_signal.SIG_SETMASK, old)
     if pid < 0:
         _check(-1, "clone keeper")
+    _KEEPER = pid
 
 
 def _rehearse():
@@ -440,53 +443,93 @@ def _populate(pidfd):
     return True
 
 
-def _learn():
-    """Runs print(2+2) as `python main.py` in a throwaway child, as a warm
-    child would run it, and returns the ranges of the zygote's memory that
-    the child wrote from its fork to the job's end: the pages it made its
-    own copy of (pagemap's exclusive bit), within the zygote's own
-    writable mappings.
+def _learn(fprog, drop):
+    """Runs print(2+2) as `python main.py` in a throwaway child that takes
+    a warm child's whole path (_child: its set-up, the hand-over of the job
+    and the job itself), with the zygote playing boxer's part, and returns
+    the ranges of the zygote's memory that the child wrote from its fork to
+    the job's end: the pages it made its own copy of (pagemap's exclusive
+    bit), within the zygote's own writable mappings. The zygote's own
+    writes in that time show too (a page the zygote copies is the child's
+    alone from then on), and are welcome: they are the pages its loop
+    writes after each fork.
 
-    Every warm child copies those pages first thing after its fork
-    (_pretouch), in one call, instead of taking a write fault for each
-    wherever its set-up, rehearsal or job first writes it. On
-    this VM a page copied so costs about a third of a write fault's (4.7
-    against 17 us, idle), and under load the difference is larger: a
-    child's CPU per print(2+2) fell by a third when the learning grew from
-    the job's pages alone to the whole life's (internal/pool's doc)."""
+    Those are the pages every warm child would copy on its first write to
+    each: _pin has the kernel copy them at each fork instead, or each child
+    copies them in one batch first thing (_pretouch). On this VM a write
+    fault costs about 17 us idle and more under load (internal/pool's doc).
+    Learning the sample's whole life rather than its job alone took a
+    child's CPU per print(2+2) under load down by a third. A sample that
+    skipped the hand-over (hello, go, _drop, the keeper, the job message)
+    left 34 of a child's faults and 3 of the zygote's per job unlearned;
+    learning them too cut the machine's CPU per warm print(2+2) under load
+    by 8%."""
     maps = _writable_maps()
-    r, w = os.pipe()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    report_r, report_w = os.pipe()
+    # The sample's keeper outlives it: the zygote adopts it then, rather
+    # than pid 1, and sees it gone before it is ready.
+    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
     pid = os.fork()
     if pid == 0:
         try:
-            _fresh_child()
-            os.close(r)
-            null = os.open("/dev/null", os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(null, fd)
-            os.close(_isolate(0, 1 << 20, 16))  # and cd /work
-            with open("main.py", "w") as f:
-                f.write("print(2+2)\n")
-            _rehearse()
-
-            def report():
+            def report():  # last, on stderr (report_w)
+                # _drop's change of uid left the process undumpable, and
+                # its /proc/self/pagemap root's (see Warm in warm_linux.go).
+                _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
                 flat = [n for run in _ranges(_exclusive(maps)) for n in run]
-                os.write(w, struct.pack("%dQ" % len(flat), *flat))
-                os.close(w)
+                os.write(2, _REPORT + struct.pack("%dQ" % (1 + len(flat)), _KEEPER, *flat))
 
             global _ON_FINALIZE
             _ON_FINALIZE = report
-            _run({"form": "file", "target": "main.py", "args": [], "orig_argv": ["python", "main.py"]})
+            _child((0, _job_uid(), 1 << 20, 16), theirs.fileno(), fprog, drop)
         finally:
             os._exit(70)
-    os.close(w)
+    theirs.close()
+    null = os.open("/dev/null", os.O_RDWR)
+    try:
+        ours.recv(64)  # hello
+        ours.send(b'{"op":"go"}')
+        _, fds, _, _ = socket.recv_fds(ours, 64, 1)  # ready, with the work dir
+        with open(os.open("main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fds[0]), "w") as f:
+            f.write("print(2+2)\n")
+        os.close(fds[0])
+        limits = [[r, *resource.getrlimit(r)] for r in (resource.RLIMIT_CORE, resource.RLIMIT_NOFILE,
+                                                       resource.RLIMIT_FSIZE, resource.RLIMIT_STACK)]
+        job = {"form": "file", "target": "main.py", "args": [], "orig_argv": ["python", "main.py"], "rlimits": limits}
+        socket.send_fds(ours, [json.dumps(job).encode()], [null, null, report_w])
+    finally:
+        os.close(null)
+        os.close(report_w)
     data = b""
-    while chunk := os.read(r, 1 << 16):
+    while chunk := os.read(report_r, 1 << 16):
         data += chunk
-    os.close(r)
+    os.close(report_r)
     os.waitpid(pid, 0)
-    flat = struct.unpack("%dQ" % (len(data) // 8), data)
-    return tuple(zip(flat[0::2], flat[1::2]))
+    at = data.rfind(_REPORT)
+    if at < 0:
+        try:
+            said = ours.recv(MAX_MSG, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            said = b""
+        raise RuntimeError("the sample child reported nothing: %r %r" % (said, data[-2000:]))
+    ours.close()
+    data = data[at + len(_REPORT):]
+    words = struct.unpack("%dQ" % (len(data) // 8), data)
+    os.kill(words[0], _signal.SIGKILL)  # the keeper, the zygote's child now
+    os.waitpid(words[0], WALL)  # it has no exit signal
+    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), "subreaper")
+    return tuple(zip(words[1::2], words[2::2]))
+
+
+_REPORT = b"\0boxer-learned\0"  # heads the sample's report, after anything else it wrote to stderr
+
+
+def _job_uid():
+    """The first uid of the user namespace's range for jobs (UID in
+    runtime.go): the second line of uid_map, the first mapping root."""
+    with open("/proc/self/uid_map") as f:
+        return next(int(line.split()[0]) for line in f if line.split()[0] != "0")
 
 
 def _maps():
@@ -779,7 +822,7 @@ def main():
     gc.collect()
     gc.freeze()  # keep the collector off the shared pages in every child
     global _LEARNED, _UNPINNED, _UNPINNED_IOV
-    _LEARNED = _learn()
+    _LEARNED = _learn(fprog, drop)
     pinned = _pin(_LEARNED)
     _UNPINNED = tuple(r for r in _LEARNED if r not in pinned)
     _UNPINNED_IOV = _iovecs(_UNPINNED)
