@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"golang.org/x/net/bpf"
@@ -40,8 +41,16 @@ func argLow(i int) uint32 {
 // The program's shape, in order:
 //  1. the architecture check: any other AUDIT_ARCH kills the process;
 //  2. the syscall number check: a number with KillNrBits (x32) kills it;
-//  3. a binary search over the rules' syscall numbers, about log2(rules)
-//     comparisons deep, ending in the rule's argument checks and returns.
+//  3. a binary search over spans of syscall numbers, about log2(spans)
+//     comparisons deep, ending in a return, or in a rule's argument
+//     checks and returns.
+//
+// The spans tile every number: a rule with checks has a span of its own;
+// otherwise adjacent numbers decided alike (by rules with the same action,
+// or by the default between rules) share one. Default's 352 rules make 92
+// spans, and its program 224 instructions instead of the 1451 a search
+// over each rule took, which the kernel converts and JIT-compiles again
+// for every sandbox and warm child that installs it.
 //
 // Every path ends in a return, so the program never falls off its end and a
 // rule may overwrite the accumulator that held the syscall number.
@@ -63,11 +72,7 @@ func Build(p Policy) (Filter, error) {
 			bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: p.KillNrBits, SkipFalse: 1},
 			ret(KillProcess))
 	}
-	if len(rules) == 0 {
-		prog = append(prog, ret(p.Default))
-	} else {
-		prog = append(prog, search(rules, p.Default)...)
-	}
+	prog = append(prog, search(spans(rules, p.Default))...)
 	if len(prog) > unix.BPF_MAXINSNS {
 		return nil, fmt.Errorf("seccomp: program has %d instructions, the kernel takes at most %d", len(prog), unix.BPF_MAXINSNS)
 	}
@@ -83,20 +88,58 @@ func Build(p Policy) (Filter, error) {
 	return f, nil
 }
 
-// search returns a binary search over rules (sorted by Nr, not empty) that
-// expects the syscall number in the accumulator. The left half is laid out
-// right after the comparison and the right half after the left, so the only
-// jump that can be long is the one over the left half; when that exceeds a
-// conditional jump's reach it goes through an unconditional jump, which
-// reaches anywhere.
-func search(rules []Rule, def Action) []bpf.Instruction {
-	if len(rules) == 1 {
-		return leaf(rules[0], def)
+// span is a run of syscall numbers from lo up to the next span's lo that
+// one decision covers: rule's checks and action, or action alone when rule
+// is nil.
+type span struct {
+	lo     uint32
+	rule   *Rule
+	action Action
+}
+
+// spans tiles the syscall numbers, from 0 up, with the decisions of rules
+// (sorted by Nr) and def between them, merging neighbours decided alike.
+func spans(rules []Rule, def Action) []span {
+	var out []span
+	add := func(s span) {
+		if n := len(out); n > 0 && s.rule == nil && out[n-1].rule == nil && out[n-1].action == s.action {
+			return // the last span goes on
+		}
+		out = append(out, s)
 	}
-	mid := len(rules) / 2
-	left := search(rules[:mid], def)
-	right := search(rules[mid:], def)
-	pivot := rules[mid].Nr
+	next := uint64(0) // the first number no span covers yet
+	for i := range rules {
+		r := &rules[i]
+		if uint64(r.Nr) > next {
+			add(span{lo: uint32(next), action: def})
+		}
+		if len(r.Checks) > 0 {
+			add(span{lo: r.Nr, rule: r})
+		} else {
+			add(span{lo: r.Nr, action: r.Action})
+		}
+		next = uint64(r.Nr) + 1
+	}
+	if next <= math.MaxUint32 {
+		add(span{lo: uint32(next), action: def})
+	}
+	return out
+}
+
+// search returns a binary search over spans (sorted by lo, the first at 0)
+// that expects the syscall number in the accumulator. The left half is laid
+// out right after the comparison and the right half after the left, so the
+// only jump that can be long is the one over the left half; when that
+// exceeds a conditional jump's reach it goes through an unconditional jump,
+// which reaches anywhere.
+func search(spans []span) []bpf.Instruction {
+	if len(spans) == 1 {
+		return leaf(spans[0])
+	}
+	mid := len(spans) / 2
+	left := search(spans[:mid])
+	right := search(spans[mid:])
+	pivot := spans[mid].lo
 
 	var out []bpf.Instruction
 	if len(left) <= maxSkip {
@@ -110,15 +153,15 @@ func search(rules []Rule, def Action) []bpf.Instruction {
 	return append(out, right...)
 }
 
-// leaf decides one rule. The search only narrows the number to a range, so
-// the leaf still compares it: a number between two rules gets the default.
-func leaf(r Rule, def Action) []bpf.Instruction {
-	out := []bpf.Instruction{
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: r.Nr, SkipTrue: 1},
-		ret(def),
+// leaf decides the numbers of one span: the search has narrowed the number
+// to it, so only a rule's checks remain.
+func leaf(s span) []bpf.Instruction {
+	if s.rule == nil {
+		return []bpf.Instruction{ret(s.action)}
 	}
+	var out []bpf.Instruction
 	loaded := -1 // argument now in the accumulator; checks on one argument share a load
-	for _, c := range r.Checks {
+	for _, c := range s.rule.Checks {
 		if c.Arg != loaded {
 			out = append(out, bpf.LoadAbsolute{Off: argLow(c.Arg), Size: 4})
 			loaded = c.Arg
@@ -131,7 +174,7 @@ func leaf(r Rule, def Action) []bpf.Instruction {
 			bpf.JumpIf{Cond: cond, Val: c.Value, SkipFalse: 1},
 			ret(c.Action))
 	}
-	return append(out, ret(r.Action))
+	return append(out, ret(s.rule.Action))
 }
 
 func ret(a Action) bpf.Instruction { return bpf.RetConstant{Val: uint32(a)} }

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"golang.org/x/net/bpf"
@@ -110,8 +111,10 @@ func TestDefaultAssembles(t *testing.T) {
 			refusedN++
 		}
 	}
-	t.Logf("%d rules: %d allowed outright, %d decided by arguments, %d refused; %d instructions (limit %d)",
-		len(p.Rules), allowed, byArgs, refusedN, len(f), unix.BPF_MAXINSNS)
+	rules := slices.Clone(p.Rules)
+	slices.SortFunc(rules, func(a, b Rule) int { return int(a.Nr) - int(b.Nr) })
+	t.Logf("%d rules: %d allowed outright, %d decided by arguments, %d refused; %d spans, %d instructions (limit %d)",
+		len(p.Rules), allowed, byArgs, refusedN, len(spans(rules, p.Default)), len(f), unix.BPF_MAXINSNS)
 }
 
 func TestDefaultDecides(t *testing.T) {
@@ -221,34 +224,90 @@ func TestDefaultKillsForeignABIs(t *testing.T) {
 	}
 }
 
-// TestDefaultMatchesReference checks every rule of the default policy, with
-// the values its checks name and with high bits added to them, against the
-// reference interpreter.
-func TestDefaultMatchesReference(t *testing.T) {
-	p := Default()
-	vm := program(t, p)
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, r := range p.Rules {
-		argSets := [][6]uint64{{}, {^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}}
-		for _, c := range r.Checks {
-			for _, v := range []uint64{uint64(c.Value), 1<<32 | uint64(c.Value), uint64(c.Value) << 32, uint64(c.Value) ^ 1} {
-				var a [6]uint64
-				a[c.Arg] = v
-				argSets = append(argSets, a)
+// TestPoliciesMatchReference runs Default's and Zygote's programs on every
+// syscall number below 1100, the numbers either side of each rule's and
+// the top of the range, each with no arguments, all bits set, random ones,
+// and the values the rule's checks name (with high bits added to them),
+// against the reference interpreter: merging neighbours into spans must
+// not change a single decision.
+func TestPoliciesMatchReference(t *testing.T) {
+	for name, p := range map[string]Policy{"Default": Default(), "Zygote": Zygote()} {
+		t.Run(name, func(t *testing.T) {
+			vm := program(t, p)
+			rng := rand.New(rand.NewPCG(1, 2))
+			checks := map[uint32][]Check{}
+			nrs := map[uint32]bool{^uint32(0): true, ^uint32(0) - 1: true, 1 << 31: true}
+			for nr := uint32(0); nr < 1100; nr++ {
+				nrs[nr] = true
 			}
+			for _, r := range p.Rules {
+				checks[r.Nr] = r.Checks
+				nrs[r.Nr-1], nrs[r.Nr], nrs[r.Nr+1] = true, true, true
+			}
+			for nr := range nrs {
+				argSets := [][6]uint64{{}, {^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}}
+				for _, c := range checks[nr] {
+					for _, v := range []uint64{uint64(c.Value), 1<<32 | uint64(c.Value), uint64(c.Value) << 32, uint64(c.Value) ^ 1} {
+						var a [6]uint64
+						a[c.Arg] = v
+						argSets = append(argSets, a)
+					}
+				}
+				for range 4 {
+					var a [6]uint64
+					for i := range a {
+						a[i] = rng.Uint64()
+					}
+					argSets = append(argSets, a)
+				}
+				for _, a := range argSets {
+					want := reference(p, p.Arch, nr, a)
+					if got := run(t, vm, p.Arch, nr, a[:]...); got != want {
+						t.Errorf("syscall %d args %#x: VM says %v, reference says %v", nr, a, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// spans tiles the numbers from 0 and merges only neighbours decided alike
+// without checks: a rule at 0 or at the top leaves no default span beyond
+// the range, and a rule with checks keeps a span of its own even between
+// rules of its action.
+func TestSpans(t *testing.T) {
+	e1, e2 := Errno(unix.EPERM), Errno(unix.ENOSYS)
+	check := []Check{{Arg: 0, Op: Equal, Value: 1, Action: e1}}
+	type got struct {
+		lo      uint32
+		checked bool
+		action  Action
+	}
+	for _, tc := range []struct {
+		name  string
+		rules []Rule
+		def   Action
+		want  []got
+	}{
+		{"no rules", nil, e2, []got{{0, false, e2}}},
+		{"rule at 0", []Rule{{Nr: 0, Action: Allow}}, e2, []got{{0, false, Allow}, {1, false, e2}}},
+		{"rule at the top", []Rule{{Nr: ^uint32(0), Action: Allow}}, e2, []got{{0, false, e2}, {^uint32(0), false, Allow}}},
+		{"neighbours merge", []Rule{{Nr: 3, Action: Allow}, {Nr: 4, Action: Allow}, {Nr: 6, Action: Allow}}, Allow, []got{{0, false, Allow}}},
+		{"gaps take the default", []Rule{{Nr: 3, Action: Allow}, {Nr: 5, Action: Allow}}, e2,
+			[]got{{0, false, e2}, {3, false, Allow}, {4, false, e2}, {5, false, Allow}, {6, false, e2}}},
+		{"checks keep their span", []Rule{{Nr: 1, Action: Allow}, {Nr: 2, Action: Allow, Checks: check}, {Nr: 3, Action: Allow}}, Allow,
+			[]got{{0, false, Allow}, {2, true, Allow}, {3, false, Allow}}},
+	} {
+		var out []got
+		for _, s := range spans(tc.rules, tc.def) {
+			g := got{s.lo, s.rule != nil, s.action}
+			if s.rule != nil {
+				g.action = s.rule.Action
+			}
+			out = append(out, g)
 		}
-		for range 8 {
-			var a [6]uint64
-			for i := range a {
-				a[i] = rng.Uint64()
-			}
-			argSets = append(argSets, a)
-		}
-		for _, a := range argSets {
-			want := reference(p, p.Arch, r.Nr, a)
-			if got := run(t, vm, p.Arch, r.Nr, a[:]...); got != want {
-				t.Errorf("syscall %d args %#x: VM says %v, reference says %v", r.Nr, a, got, want)
-			}
+		if !slices.Equal(out, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, out, tc.want)
 		}
 	}
 }
