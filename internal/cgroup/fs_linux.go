@@ -79,11 +79,7 @@ func (f fsys) mkdir(dir string) error {
 func (f fsys) rmdir(dir string) error {
 	var err error
 	poll(rmdirTimeout, func() (bool, error) {
-		if f.h.rmdir != nil {
-			err = f.h.rmdir(dir)
-		} else {
-			err = unix.Rmdir(dir)
-		}
+		err = f.rmdirOnce(dir)
 		return !errors.Is(err, unix.EBUSY), nil
 	})
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -92,10 +88,23 @@ func (f fsys) rmdir(dir string) error {
 	return nil
 }
 
+func (f fsys) rmdirOnce(dir string) error {
+	if f.h.rmdir != nil {
+		return f.h.rmdir(dir)
+	}
+	return unix.Rmdir(dir)
+}
+
 // removeTree removes dir and every cgroup below it, deepest first. The
 // control files inside need no removal: cgroupfs drops them with the
 // directory.
 func (f fsys) removeTree(dir string) error {
+	// A run's cgroup has none below it (its processes cannot make one), so
+	// a first rmdir usually does it all, without the walk's open and two
+	// reads of the directory.
+	if err := f.rmdirOnce(dir); err == nil || errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	subs, err := subdirs(dir)
 	if err != nil {
 		return err

@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
+
+// unlimited is what a v1 memory limit file takes for no limit.
+const unlimited = "-1"
 
 // v1Manager keeps the base in each v1 hierarchy. A run is one directory of
 // the same name in each of them.
@@ -18,6 +22,10 @@ type v1Manager struct {
 	// bases maps each of v1Controllers to the base directory in its
 	// hierarchy; co-mounted controllers map to the same directory.
 	bases map[string]string
+	// memsw and tcp say whether the memory hierarchy has swap and TCP
+	// buffer accounting (memory.memsw.* and memory.kmem.tcp.*): the same
+	// for every cgroup in it, so looked up once.
+	memsw, tcp bool
 }
 
 func (m *v1Manager) Close() error {
@@ -39,6 +47,8 @@ func newV1(f fsys, l layout, name string) (*v1Manager, error) {
 			return nil, explainMissingParent(err)
 		}
 	}
+	m.memsw = exists(filepath.Join(m.bases["memory"], "memory.memsw.limit_in_bytes"))
+	m.tcp = exists(filepath.Join(m.bases["memory"], "memory.kmem.tcp.limit_in_bytes"))
 	return m, nil
 }
 
@@ -69,6 +79,9 @@ func (m *v1Manager) Create(name string, r Resources) (_ Cgroup, retErr error) {
 		}
 		made = append(made, dir)
 	}
+	// A new memory cgroup starts unlimited: setMemory need not read it to
+	// know which of limit and memsw to write first.
+	c.set[c.file("memory", "memory.limit_in_bytes")] = unlimited
 	if err := c.Set(r); err != nil {
 		return nil, err
 	}
@@ -77,7 +90,7 @@ func (m *v1Manager) Create(name string, r Resources) (_ Cgroup, retErr error) {
 
 // cgroup returns the run cgroup name, without creating it.
 func (m *v1Manager) cgroup(name string) *v1Cgroup {
-	c := &v1Cgroup{fs: m.fs, dirs: make(map[string]string), set: written{}}
+	c := &v1Cgroup{fs: m.fs, dirs: make(map[string]string), set: written{}, memsw: m.memsw, tcp: m.tcp}
 	for ctl, base := range m.bases {
 		c.dirs[ctl] = filepath.Join(base, name)
 	}
@@ -128,6 +141,8 @@ type v1Cgroup struct {
 	dirs     map[string]string
 	distinct []string
 	set      written
+	// memsw and tcp are the manager's: which memory files exist.
+	memsw, tcp bool
 }
 
 func (c *v1Cgroup) Path() string { return c.dirs["memory"] }
@@ -177,18 +192,19 @@ func (c *v1Cgroup) setMemory(bytes int64) error {
 	limitFile := c.file("memory", "memory.limit_in_bytes")
 	memswFile := c.file("memory", "memory.memsw.limit_in_bytes")
 	tcpFile := c.file("memory", "memory.kmem.tcp.limit_in_bytes")
-	value := "-1"
+	value := unlimited
 	if bytes > 0 {
 		value = strconv.FormatInt(bytes, 10)
 	}
-	if v, ok := c.set[limitFile]; ok && v == value {
+	cur, known := c.set[limitFile]
+	if known && cur == value {
 		return nil
 	}
 	delete(c.set, limitFile)
-	if err := c.writeMemory(bytes, value, limitFile, memswFile); err != nil {
+	if err := c.writeMemory(bytes, value, cur, limitFile, memswFile); err != nil {
 		return err
 	}
-	if exists(tcpFile) {
+	if c.tcp {
 		if err := c.fs.write(tcpFile, value); err != nil {
 			return err
 		}
@@ -197,13 +213,27 @@ func (c *v1Cgroup) setMemory(bytes int64) error {
 	return nil
 }
 
-func (c *v1Cgroup) writeMemory(bytes int64, value, limitFile, memswFile string) error {
-	if !exists(memswFile) {
+// writeMemory writes value (bytes, or unlimited for 0) to the limit and
+// memsw. last is what the limit holds, as Set last wrote it, or "" if
+// unknown: then it is read.
+func (c *v1Cgroup) writeMemory(bytes int64, value, last, limitFile, memswFile string) error {
+	if !c.memsw {
 		return c.fs.write(limitFile, value)
 	}
-	cur, err := readInt(limitFile)
-	if err != nil {
-		return err
+	var cur int64
+	switch last {
+	case unlimited:
+		cur = math.MaxInt64
+	case "":
+		var err error
+		if cur, err = readInt(limitFile); err != nil {
+			return err
+		}
+	default:
+		var err error
+		if cur, err = strconv.ParseInt(last, 10, 64); err != nil {
+			return err
+		}
 	}
 	order := []string{limitFile, memswFile}
 	if bytes == 0 || bytes > cur {
