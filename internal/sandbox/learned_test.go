@@ -63,11 +63,14 @@ func TestPretouchStepsOverHoles(t *testing.T) {
 }
 
 // pinScript loads zygote.py as a module, makes eight pages and has _pin
-// pin pages 0-1 and 4. It prints what it pinned, then forks: the child
-// must own pages 0, 1 and 4 from its first instruction on (fork copied
-// them), share the rest, hold no io_uring descriptor, and keep the bytes
-// page 0 had at the fork when the parent then writes it; the parent must
-// still own its pinned pages while the child shares the others.
+// pin pages 0-1 and 4. It prints what it pinned, and that the parent can
+// enter its registered ring (the control), then forks: the child must own
+// pages 0, 1 and 4 from its first instruction on (fork copied them),
+// share the rest, hold no io_uring descriptor nor the registered ring
+// (EINVAL: a fork does not copy the task's io_uring context), and keep the
+// bytes page 0 had at the fork when the parent then writes it; the parent
+// must still own its pinned pages while the child shares the others, and
+// keep its page 1 when the child writes its own.
 // With "huge", _pin is also given a page inside a transparent huge page,
 // which it must leave out. With "refused", io_uring_setup fails as where
 // io_uring is disabled: nothing is pinned, and the child shares every
@@ -105,18 +108,22 @@ if sys.argv[2] == "huge":  # and a page in a transparent huge page, which must b
     if not any(start <= hbase < end for start, end in z._huge_mappings()):
         sys.exit("no huge page")
     ranges += ((hbase, P),)
+def enter():  # io_uring_enter on registered ring 0: 0, or the errno
+    r = z._libc.syscall(426, 0, 0, 0, 16, 0)  # IORING_ENTER_REGISTERED_RING
+    return 0 if r == 0 else ctypes.get_errno()
 pinned = z._pages(z._pin(ranges))
 vmpin = [l.split()[1] for l in open("/proc/self/status") if l.startswith("VmPin:")][0]
-print("pinned", pinned, "VmPin", vmpin, "rings", rings())
+print("pinned", pinned, "VmPin", vmpin, "rings", rings(), "enter", enter())
 r, w = os.pipe()
 r2, w2 = os.pipe()
 pid = os.fork()
 if pid == 0:
     os.close(w)
     mine = own()
+    m[P] = 7
     os.write(w2, b"x")
     os.read(r, 1)  # the parent has written page 0
-    print("child owns", mine, "rings", rings(), "page 0", m[0], flush=True)
+    print("child owns", mine, "rings", rings(), "enter", enter(), "page 0", m[0], flush=True)
     os._exit(0)
 os.close(r)
 os.read(r2, 1)
@@ -124,6 +131,7 @@ print("parent owns", own(), flush=True)
 m[0] = 9
 os.write(w, b"x")
 os.waitpid(pid, 0)
+print("parent's page 1", m[P])
 `
 
 func TestPinCopiesAtFork(t *testing.T) {
@@ -134,9 +142,10 @@ func TestPinCopiesAtFork(t *testing.T) {
 		t.Skipf("io_uring is not open to all on this kernel (io_uring_disabled %q, %v): nothing can be pinned", b, err)
 	}
 	for mode, want := range map[string]string{
-		"pinned":  "pinned 3 VmPin 12 rings 0\nparent owns [0, 1, 4]\nchild owns [0, 1, 4] rings 0 page 0 1\n",
-		"huge":    "pinned 3 VmPin 12 rings 0\nparent owns [0, 1, 4]\nchild owns [0, 1, 4] rings 0 page 0 1\n",
-		"refused": "pinned 0 VmPin 0 rings 0\nparent owns []\nchild owns [] rings 0 page 0 1\n",
+		"pinned": "pinned 3 VmPin 12 rings 0 enter 0\nparent owns [0, 1, 4]\nchild owns [0, 1, 4] rings 0 enter 22 page 0 1\nparent's page 1 1\n",
+		"huge":   "pinned 3 VmPin 12 rings 0 enter 0\nparent owns [0, 1, 4]\nchild owns [0, 1, 4] rings 0 enter 22 page 0 1\nparent's page 1 1\n",
+		// Unpinned, page 1 is the parent's alone once the child has copied it.
+		"refused": "pinned 0 VmPin 0 rings 0 enter 22\nparent owns [1]\nchild owns [] rings 0 enter 22 page 0 1\nparent's page 1 1\n",
 	} {
 		t.Run(mode, func(t *testing.T) {
 			out, err := runZygoteModule(t, pinScript, mode)

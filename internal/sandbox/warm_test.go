@@ -280,6 +280,10 @@ func TestZygotePinsLearnedPages(t *testing.T) {
 	if z.LearnedPages == 0 || z.PinnedPages != z.LearnedPages {
 		t.Fatalf("pinned %d of %d learned pages, want all of them", z.PinnedPages, z.LearnedPages)
 	}
+	// Sealed: the zygote's own filter, and ZygoteSealed's on top.
+	if got := procStatus(t, zygotePid(t, z))["Seccomp_filters"]; got != "2" {
+		t.Errorf("the zygote runs under %s seccomp filters, want 2", got)
+	}
 	res := runWarm(t, z, pyJob(`
 import ctypes, os
 rings = 0

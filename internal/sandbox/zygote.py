@@ -16,7 +16,9 @@ import sys
 # that nothing of the zygote's is mistaken for a pre-import, or the other
 # way round. Children drop the zygote's own modules before running a job.
 _BASELINE = set(sys.modules)
-_CONFIG = os.read(3, 1 << 20).decode().split("\n")  # seccomp hex, then one module per line
+# The job's seccomp program and the seal's (see main), in hex, then one
+# module per line.
+_CONFIG = os.read(3, 1 << 20).decode().split("\n")
 
 # The zygote stays one thread on one CPU. Every fork write-protects its
 # pages, and every page it writes afterwards is a copy-on-write fault whose
@@ -29,7 +31,7 @@ os.sched_setaffinity(0, (min(_CPUS),))
 _POOLS = ("OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _ENV = {k: os.environ.get(k) for k in _POOLS}
 os.environ.update(dict.fromkeys(_POOLS, "1"))
-for _name in _CONFIG[1:]:
+for _name in _CONFIG[2:]:
     if _name:
         __import__(_name)
 for _k, _v in _ENV.items():  # a job sees the environment a cold run gets
@@ -332,9 +334,10 @@ def _iovecs(ranges):
 
 
 def _pin(ranges):
-    """Pins those of ranges that lie outside transparent huge pages, for
-    the zygote's whole life, and returns them: none where the kernel would
-    not pin them.
+    """Pins ranges of the zygote's memory for its whole life, and returns
+    the ranges it pinned: all of them cut to the private writable mappings
+    that hold no transparent huge page, those of them in anonymous mappings
+    alone where the kernel will not pin a file's pages, or none.
 
     The kernel never shares a page that may be pinned (for DMA, say)
     copy-on-write: a fork gives the child its own copy of it at once and
@@ -342,39 +345,67 @@ def _pin(ranges):
     pinned, no child takes a fault or a TLB flush to copy them, nor does
     the zygote for the pages its loop writes after each fork: the copies
     are made inside fork, in one pass. In the pool under load this cut the
-    CPU of a warm print(2+2) by a fifth against _pretouch's batch
-    (internal/pool's doc). A huge page is left out: pinned, all of its 512
-    pages would be copied at every fork.
+    machine's CPU per warm print(2+2) by a fifth against _pretouch's batch
+    (internal/pool's doc).
+
+    A page of a larger folio is left out: pinned, it would have fork copy
+    the whole folio for every child. Mappings holding huge pages are
+    skipped, and if the kernel accounts more pinned memory than the pages
+    asked for (a folio of some smaller multi-size THP, which no mapping
+    shows), nothing is pinned.
 
     io_uring's buffer registration is the one way an unprivileged process
-    has to pin its memory for long. The ring does no I/O (the zygote's
-    seccomp policy refuses io_uring_enter, and every register opcode but
-    the two used here). It is registered as a ring of this task's own and
-    its descriptor closed: a fork copies neither that registration nor a
+    has to pin its memory for long. The ring does no I/O: the zygote's
+    seccomp policy refuses io_uring_enter and every register opcode but
+    the two used here, and main seals io_uring off altogether once this
+    has run. The ring is registered as a ring of this task's own and its
+    descriptor closed: a fork copies neither that registration nor a
     descriptor the zygote no longer has, so no child ever holds the ring,
     which lives as long as the zygote does. The pages count against
     RLIMIT_MEMLOCK. Where io_uring is missing or disabled, the limit too
     low, or the kernel older than 5.18 (registered rings), nothing stays
     pinned, and children copy every learned page through _pretouch."""
-    huge = _huge_mappings()
-    ranges = tuple(r for r in ranges if not any(start < r[0] + r[1] and r[0] < end for start, end in huge))
-    if not ranges:
-        return ()
+    anon, backed = _pinnable(ranges)
     params = (ctypes.c_char * IO_URING_PARAMS_SIZE)()
     ring = _libc.syscall(SYS_IO_URING_SETUP, 1, ctypes.addressof(params), 0, 0, 0)
     if ring < 0:
         return ()
     try:
-        iov = (_Iovec * len(ranges))(*ranges)
-        if _libc.syscall(SYS_IO_URING_REGISTER, ring, IORING_REGISTER_BUFFERS, ctypes.addressof(iov), len(ranges), 0) < 0:
+        # Kernels before 6.5 or so refuse a file's pages (the interpreter's
+        # and libraries' data): then the anonymous ones alone.
+        for pinned in (sorted(anon + backed), anon):
+            if not pinned:
+                continue
+            iov = (_Iovec * len(pinned))(*pinned)
+            if _libc.syscall(SYS_IO_URING_REGISTER, ring, IORING_REGISTER_BUFFERS, ctypes.addressof(iov), len(pinned), 0) == 0:
+                break
+        else:
             return ()
+        if _vm_pin_kib() * 1024 != sum(n for _, n in pinned):
+            return ()  # a larger folio: the close below unpins
         update = _RsrcUpdate(offset=0xFFFFFFFF)  # any free slot
         update.data = ring
         if _libc.syscall(SYS_IO_URING_REGISTER, ring, IORING_REGISTER_RING_FDS, ctypes.addressof(update), 1, 0) != 1:
             return ()  # the close below frees the ring, and unpins the pages
     finally:
         os.close(ring)
-    return ranges
+    return tuple(pinned)
+
+
+def _pinnable(ranges):
+    """ranges cut to the private writable mappings holding no transparent
+    huge page, and split at their ends: (in anonymous mappings, in a
+    file's)."""
+    huge = _huge_mappings()
+    anon, backed = [], []
+    for start, end, perms, path in _maps():
+        if perms[1] != "w" or perms[3] != "p" or (start, end) in huge:
+            continue
+        for first, n in ranges:
+            lo, hi = max(first, start), min(first + n, end)
+            if lo < hi:
+                (backed if path.startswith("/") else anon).append((lo, hi - lo))
+    return anon, backed
 
 
 def _huge_mappings():
@@ -389,6 +420,11 @@ def _huge_mappings():
             elif key == "AnonHugePages:" and line.split()[1] != "0":
                 out.append(cur)
     return out
+
+
+def _vm_pin_kib():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmPin:"))
 
 
 def _pages(ranges):
@@ -473,12 +509,18 @@ def _learn(fprog, drop):
     pid = os.fork()
     if pid == 0:
         try:
-            def report():  # last, on stderr (report_w)
-                # _drop's change of uid left the process undumpable, and
-                # its /proc/self/pagemap root's (see Warm in warm_linux.go).
-                _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
-                flat = [n for run in _ranges(_exclusive(maps)) for n in run]
-                os.write(2, _REPORT + struct.pack("%dQ" % (1 + len(flat)), _KEEPER, *flat))
+            def report():  # last, on stderr (report_w): the keeper's pid, a count, the ranges
+                flat = ()
+                try:
+                    # _drop's change of uid left the process undumpable,
+                    # and its /proc/self/pagemap root's (internal/pool's doc).
+                    _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
+                    flat = tuple(n for run in _ranges(_exclusive(maps)) for n in run)
+                except Exception:
+                    pass  # nothing learned: children then copy nothing ahead
+                out = _REPORT + struct.pack("%dQ" % (2 + len(flat)), _KEEPER, len(flat) // 2, *flat)
+                while out:
+                    out = out[os.write(2, out):]
 
             global _ON_FINALIZE
             _ON_FINALIZE = report
@@ -486,11 +528,16 @@ def _learn(fprog, drop):
         finally:
             os._exit(70)
     theirs.close()
+    ours.settimeout(30)  # the sample's set-up takes milliseconds
     null = os.open("/dev/null", os.O_RDWR)
     try:
-        ours.recv(64)  # hello
+        said = ours.recv(MAX_MSG)
+        if said != b'{"op":"hello"}':
+            raise RuntimeError("the sample child said %r, not hello" % said)
         ours.send(b'{"op":"go"}')
-        _, fds, _, _ = socket.recv_fds(ours, 64, 1)  # ready, with the work dir
+        said, fds, _, _ = socket.recv_fds(ours, MAX_MSG, 1)  # ready, with the work dir
+        if len(fds) != 1:
+            raise RuntimeError("the sample child's set-up failed: %r" % said)
         with open(os.open("main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fds[0]), "w") as f:
             f.write("print(2+2)\n")
         os.close(fds[0])
@@ -501,25 +548,22 @@ def _learn(fprog, drop):
     finally:
         os.close(null)
         os.close(report_w)
+        ours.close()
     data = b""
     while chunk := os.read(report_r, 1 << 16):
         data += chunk
     os.close(report_r)
     os.waitpid(pid, 0)
     at = data.rfind(_REPORT)
-    if at < 0:
-        try:
-            said = ours.recv(MAX_MSG, socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            said = b""
-        raise RuntimeError("the sample child reported nothing: %r %r" % (said, data[-2000:]))
-    ours.close()
-    data = data[at + len(_REPORT):]
-    words = struct.unpack("%dQ" % (len(data) // 8), data)
-    os.kill(words[0], _signal.SIGKILL)  # the keeper, the zygote's child now
-    os.waitpid(words[0], WALL)  # it has no exit signal
+    if at < 0:  # the job did not run to its end: neither would any child's
+        raise RuntimeError("the sample child's job failed: %r" % data[-2000:])
+    keeper, count = struct.unpack_from("2Q", data, at + len(_REPORT))
+    flat = struct.unpack_from("%dQ" % (2 * count), data, at + len(_REPORT) + 16)
+    if keeper > 0:
+        os.kill(keeper, _signal.SIGKILL)  # the zygote's child now
+        os.waitpid(keeper, WALL)  # it has no exit signal
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), "subreaper")
-    return tuple(zip(words[1::2], words[2::2]))
+    return tuple(zip(flat[0::2], flat[1::2]))
 
 
 _REPORT = b"\0boxer-learned\0"  # heads the sample's report, after anything else it wrote to stderr
@@ -824,6 +868,11 @@ def main():
     global _LEARNED, _UNPINNED, _UNPINNED_IOV
     _LEARNED = _learn(fprog, drop)
     pinned = _pin(_LEARNED)
+    # Nothing needs io_uring from here on: the seal shuts it for the zygote
+    # and every child (see seccomp.ZygoteSealed).
+    seal = _filter(bytes.fromhex(_CONFIG[1]))
+    if seal is not None:
+        _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(seal), 0, 0), "seal io_uring")
     _UNPINNED = tuple(r for r in _LEARNED if r not in pinned)
     _UNPINNED_IOV = _iovecs(_UNPINNED)
     _send(CTRL, {"op": "ready", "preimported": sorted(_PRE), "huge_text_bytes": huge,
@@ -838,6 +887,7 @@ _FORK_REQ = struct.Struct("<4q")
 _FORKED = b'{"op":"forked","pid":%d,"id":%d}'
 _EXITED = b'{"op":"exited","pid":%d,"status":%d}'
 _REFUSED = b'{"op":"error","msg":"malformed fork request: %d bytes, %d descriptors, flags %#x"}'
+_FORK_FAILED = b'{"op":"error","msg":"fork failed: errno %d"}'
 
 
 def _serve(fprog, drop):
@@ -878,7 +928,12 @@ def _serve(fprog, drop):
             if n == size and len(anc) == 1 and anc[0][:2] == rights and len(anc[0][2]) == 4 and not flags & truncated:
                 req = unpack(buf)
                 job_fd = int.from_bytes(anc[0][2], sys.byteorder)
-                pid = fork()
+                try:
+                    pid = fork()
+                except OSError as e:  # out of memory for the copies fork makes (_pin), or of pids
+                    close(job_fd)
+                    send(_FORK_FAILED % e.errno)
+                    continue
                 if pid == 0:
                     _child(req, job_fd, fprog, drop)
                 close(job_fd)

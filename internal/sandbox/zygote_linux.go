@@ -58,10 +58,10 @@ type ZygoteConfig struct {
 // a SOCK_SEQPACKET socket, one JSON message per packet:
 //
 //	boxer                                    zygote
-//	seccomp hex, pre-imports (text lines) -> imports, limits itself, moves
+//	seccomp hexes (job's, seal), pre-imports -> imports, limits itself, moves
 //	                                         its code to huge pages, gc.freeze,
 //	                                         learns a job's pages (_learn),
-//	                                         pins them (_pin)
+//	                                         pins them (_pin), seals io_uring
 //	                                   <-    {"op":"ready","preimported":[...],
 //	                                          "huge_text_bytes":H,"learned_pages":N,
 //	                                          "pinned_pages":P}
@@ -85,9 +85,10 @@ type Zygote struct {
 	// (see _learn in zygote.py).
 	LearnedPages int
 	// PinnedPages counts those of them the zygote pinned, so that a fork
-	// copies them at once: LearnedPages, or 0 where the kernel would not
-	// pin them and each child copies them after its fork instead (see
-	// _pin in zygote.py).
+	// copies them at once: each child copies the others after its fork.
+	// All of them, where io_uring works and RLIMIT_MEMLOCK has room; fewer
+	// where a mapping holds huge pages or the kernel refuses a file's
+	// pages; 0 where nothing can be pinned (see _pin in zygote.py).
 	PinnedPages int
 	// HugeText counts the bytes of the interpreter's code the zygote moved
 	// onto huge pages, 0 where the kernel has none to give (see
@@ -201,9 +202,13 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	if err != nil {
 		return nil, fmt.Errorf("zygote: seccomp: %w", err)
 	}
-	zfilter := filter.Marshal()
+	sealed, err := seccomp.Build(seccomp.ZygoteSealed())
+	if err != nil {
+		return nil, fmt.Errorf("zygote: seccomp: %w", err)
+	}
+	zfilter, sfilter := filter.Marshal(), sealed.Marshal()
 	if e.cfg.NoSeccomp {
-		zfilter = nil
+		zfilter, sfilter = nil, nil
 	}
 	job := nsinit.Job{
 		Path: e.runtime.Path,
@@ -243,7 +248,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 			return nil, fmt.Errorf("zygote: invalid pre-import %q", m)
 		}
 	}
-	hello := hex.EncodeToString(e.filter) + "\n" + strings.Join(cfg.PreImports, "\n")
+	hello := hex.EncodeToString(e.filter) + "\n" + hex.EncodeToString(sfilter) + "\n" + strings.Join(cfg.PreImports, "\n")
 	if _, err := ctrl.Write([]byte(hello)); err != nil {
 		return nil, fmt.Errorf("zygote: send config: %w", err)
 	}

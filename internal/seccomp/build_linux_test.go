@@ -224,14 +224,14 @@ func TestDefaultKillsForeignABIs(t *testing.T) {
 	}
 }
 
-// TestPoliciesMatchReference runs Default's and Zygote's programs on every
-// syscall number below 1100, the numbers either side of each rule's and
-// the top of the range, each with no arguments, all bits set, random ones,
-// and the values the rule's checks name (with high bits added to them),
-// against the reference interpreter: merging neighbours into spans must
-// not change a single decision.
+// TestPoliciesMatchReference runs Default's, Zygote's and ZygoteSealed's
+// programs on every syscall number below 1100, the numbers either side of
+// each rule's and the top of the range, each with no arguments, all bits
+// set, random ones, and the values the rule's checks name (with high bits
+// added to them), against the reference interpreter: merging neighbours
+// into spans must not change a single decision.
 func TestPoliciesMatchReference(t *testing.T) {
-	for name, p := range map[string]Policy{"Default": Default(), "Zygote": Zygote()} {
+	for name, p := range map[string]Policy{"Default": Default(), "Zygote": Zygote(), "ZygoteSealed": ZygoteSealed()} {
 		t.Run(name, func(t *testing.T) {
 			vm := program(t, p)
 			rng := rand.New(rand.NewPCG(1, 2))

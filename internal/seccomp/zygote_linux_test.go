@@ -86,6 +86,29 @@ func TestZygotePolicy(t *testing.T) {
 	}
 }
 
+// ZygoteSealed refuses io_uring's three calls, whatever their arguments,
+// and leaves every other call to the filters below it.
+func TestZygoteSealed(t *testing.T) {
+	p := ZygoteSealed()
+	vm := program(t, p)
+	eperm := Errno(unix.EPERM)
+	for _, nr := range []uint32{unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER} {
+		for _, opcode := range []uint64{0, 20, 1 << 31} {
+			if got := run(t, vm, p.Arch, nr, 3, opcode, 0, 1); got != eperm {
+				t.Errorf("syscall %d (%#x) = %v, want %v", nr, opcode, got, eperm)
+			}
+		}
+	}
+	for _, nr := range []uint32{unix.SYS_READ, unix.SYS_MOUNT, unix.SYS_PROCESS_MADVISE, unix.SYS_IO_URING_SETUP - 1, unix.SYS_IO_URING_REGISTER + 1} {
+		if got := run(t, vm, p.Arch, nr); got != Allow {
+			t.Errorf("syscall %d = %v, want allow", nr, got)
+		}
+	}
+	if got := run(t, vm, p.Arch^1, unix.SYS_READ); got != KillProcess {
+		t.Errorf("a foreign architecture's call = %v, want kill", got)
+	}
+}
+
 // Datagram-type sockets are refused outside AF_UNIX; unix sockets of any
 // type and inet streams are not.
 func TestNoInetDatagrams(t *testing.T) {
