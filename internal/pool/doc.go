@@ -30,11 +30,12 @@
 // shadowed by the hypervisor: a write fault costs about 17 us idle and
 // more under load, and even a page a new address space only reads costs
 // about 4.5 us the first time (a forked child reading 10,000 of its
-// parent's pages: 4.6 us each, against 0.04 us for a re-read). Sequential
-// print(2+2) jobs take 66 faults of the zygote's and 608 of the child's
-// without pre-imports, 92 and 892 with numpy, pandas and matplotlib
-// (/proc/PID/stat, 2026-11-30). So the design is about touching fewer
-// pages, and taking the faults that remain in bulk, before the job:
+// parent's pages: 4.6 us each, against 0.04 us for a re-read). Before
+// the measures below, sequential print(2+2) jobs took 66 faults of the
+// zygote's and 608 of the child's without pre-imports, 92 and 892 with
+// numpy, pandas and matplotlib; now 10 and 80 without (/proc/PID/stat,
+// 2026-11-30). So the design is about touching fewer pages, and having
+// the copies that remain made without faults, before the job:
 //
 //   - The zygote stays one thread on one CPU (the pools numpy's BLAS and
 //     numexpr start at import are capped at one thread while it imports),
@@ -42,27 +43,42 @@
 //     address space is live on (in a profile under load, those IPIs were
 //     a fifth of the zygote tree's samples, nearly gone once it was
 //     pinned).
-//   - A child's faults are taken in one batch. The zygote runs one
-//     print(2+2) at start in a throwaway child and notes which of its
-//     pages that child wrote from its fork to the job's end (about 500
-//     without pre-imports, 760 with them); every child breaks the sharing
-//     of those pages with MADV_POPULATE_WRITE first thing after its fork,
-//     in one process_madvise call where the kernel takes it (Linux 6.13
-//     on), else one madvise per range (zygote.py's _learn and _pretouch).
-//     A page copied so costs about a third of a write fault. The copies
-//     are charged to the zygote's cgroup, whose memory limit grows by
-//     Slots times their size; made instead after boxer has moved the
-//     child into its own cgroup, where it runs at a background CPU
-//     weight, they cost 10 to 15% of the rate under load. Learning only
-//     the job's own pages (80 to 130) first took paced print(2+2) from
-//     p50 7.0 to 6.0 ms at the same CPU; learning the whole life cut the
-//     children's CPU per print(2+2) under load by a third (36.0 -> 23.5
-//     ms), and one call instead of some 210 by another 5% (22.6 -> 21.4
-//     ms). The rehearsal then walks the job's
-//     path on dummy values while the child waits, so that the first
-//     touches the learning cannot foresee are paid before the job
-//     arrives; it moves CPU off the job's path, and removing it changed
-//     no rate.
+//   - A child's copies are made by fork itself. The zygote runs
+//     print(2+2) at start in a throwaway child that takes a warm child's
+//     whole path (its set-up, the job's hand-over, the job), with the
+//     zygote playing boxer's part, and notes which of its pages were
+//     copied in that child's life (about 560 without pre-imports, 820
+//     with them; zygote.py's _learn). Those include the pages the
+//     zygote's own loop writes after a fork. It then pins them, through
+//     io_uring's buffer registration, for its whole life (_pin). The
+//     kernel never shares a pinned page copy-on-write: fork copies it
+//     for the child at once and leaves the zygote's page writable, so
+//     neither side takes a fault or a TLB flush for it. The ring does no
+//     I/O and no child can reach it; once the pages are pinned, the
+//     zygote seals io_uring off for itself and every child
+//     (seccomp.ZygoteSealed). Where nothing can be pinned (io_uring
+//     missing or disabled, RLIMIT_MEMLOCK too low, huge pages in the
+//     way; boxer warns), each child breaks the sharing of the same pages
+//     with MADV_POPULATE_WRITE first thing after its fork, in one
+//     process_madvise call where the kernel takes it (Linux 6.13 on),
+//     else one madvise per range (_pretouch): a page copied so costs
+//     about a third of a write fault. Either way the copies are charged
+//     to the zygote's cgroup, whose memory limit grows by Slots times
+//     their size; made instead after boxer has moved the child into its
+//     own cgroup, where it runs at a background CPU weight, they cost 10
+//     to 15% of the rate under load.
+//     Measured under load at concurrency 16: learning the job's life
+//     rather than its pages alone cut the children's CPU per print(2+2)
+//     by a third (36.0 -> 23.5 ms), and one process_madvise call instead
+//     of some 210 by another 5% (22.6 -> 21.4 ms). Pinning instead of
+//     _pretouch cut the machine's CPU per job from 40.1 to 31.2 ms
+//     (46.6 -> 62.4 jobs/s; the zygote's faults per job fell from 66 to
+//     10, the children's from 617 to 111), and learning the hand-over
+//     too, from 27.0 to 24.8 ms (children's faults 108 -> 74). The
+//     rehearsal then walks the job's path on dummy values while the child
+//     waits, so that the first touches the learning cannot foresee are
+//     paid before the job arrives; it moves CPU off the job's path, and
+//     removing it changed no rate.
 //   - The interpreter's code is on huge pages. A forked interpreter
 //     touches hundreds of 4 KiB pages of the executable's code, at 4.5 us
 //     each the first time. The zygote copies the whole 2 MiB blocks of the
@@ -101,14 +117,16 @@
 // trusts only the kernel's task count to know nothing else is left
 // (Warm.killRest). Paced print(2+2): p50 14 -> 8 ms.
 //
-// What is left is CPU. In bench/service a warm print(2+2) now costs 42 to
-// 45 ms of the machine's CPU against 66 to 72 ms for a bare python3 start
-// in the same run (1.47x to 1.64x its rate in four runs; README), of which
-// boxer's own process takes 7 to 8.
-// In a profile under load, what remains is spread thin: the interpreter's
-// own work and first touches in the children, the batch copy, the fork
-// and the address space's teardown, the network namespace made and
-// destroyed, and boxer's system calls.
+// What is left is CPU. In bench/service a warm print(2+2) now costs 28
+// to 31 ms of the machine's CPU against 65 to 69 ms for a bare python3
+// start in the same run (2.1x to 2.4x its rate; README), of which boxer's
+// own process takes about 6. In a profile under load what remains is
+// spread thin: the children's first touches of the zygote's pages (on
+// this VM a page's first read in a new address space costs about 4.5 us
+// even without a fault), the interpreter's own work, the copies fork
+// makes, the address space's teardown, the network namespace made and
+// destroyed, and boxer's system calls and the Go runtime's wake-ups
+// around them.
 //
 // Faults are not saved one hook at a time. Forking with libc's fork
 // instead of os.fork skips CPython's after-fork work, some 250 faults in a
