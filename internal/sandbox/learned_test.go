@@ -10,18 +10,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pretouchScript loads zygote.py as a module (its main never runs), makes
-// eight pages, unmaps pages 2 and 3, learns pages 0, 2-3, 4 and 6-7, and
-// has a forked child run _pretouch: it must copy the learned pages still
-// mapped (0, 4, 6, 7), step over the hole, and copy nothing it did not
-// learn (1, 5), all through process_madvise. With "fallback",
-// process_madvise is made to fail as on a kernel before 6.13, and the
-// per-range madvise must do the same.
+// pretouchScript (after loadZygote) makes eight pages, unmaps pages 2 and
+// 3, learns pages 0, 2-3, 4 and 6-7, and has a forked child run
+// _pretouch: it must copy the learned pages still mapped (0, 4, 6, 7),
+// step over the hole, and copy nothing it did not learn (1, 5), all
+// through process_madvise. With "fallback", process_madvise is made to
+// fail as on a kernel before 6.13, and the per-range madvise must do the
+// same.
 const pretouchScript = `
-import ctypes, importlib.util, mmap, os, sys
-spec = importlib.util.spec_from_file_location("zygote", sys.argv[1])
-z = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(z)
 if sys.argv[2] == "fallback":
     z.SYS_PROCESS_MADVISE = 1000  # no such system call: ENOSYS
 else:
@@ -62,7 +58,7 @@ func TestPretouchStepsOverHoles(t *testing.T) {
 	}
 }
 
-// pinScript loads zygote.py as a module, makes eight pages and has _pin
+// pinScript (after loadZygote) makes eight pages and has _pin
 // pin pages 0-1 and 4. It prints what it pinned, and that the parent can
 // enter its registered ring (the control), then forks: the child must own
 // pages 0, 1 and 4 from its first instruction on (fork copied them),
@@ -76,10 +72,6 @@ func TestPretouchStepsOverHoles(t *testing.T) {
 // io_uring is disabled: nothing is pinned, and the child shares every
 // page.
 const pinScript = `
-import ctypes, importlib.util, mmap, os, sys
-spec = importlib.util.spec_from_file_location("zygote", sys.argv[1])
-z = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(z)
 if sys.argv[2] == "refused":
     z.SYS_IO_URING_SETUP = 1000  # no such system call: ENOSYS
 P = mmap.PAGESIZE
@@ -90,15 +82,7 @@ for i in range(8):
 mapped = [(base, base + 8 * P)]
 def own():
     return sorted((p - base) // P for p in z._exclusive(mapped))
-def rings():
-    n = 0
-    for f in os.listdir("/proc/self/fd"):
-        try:
-            n += "io_uring" in os.readlink("/proc/self/fd/" + f)
-        except FileNotFoundError:  # listdir's own, closed since
-            pass
-    return n
-ranges = ((base, 2 * P), (base + 4 * P, P))
+` + pyRings + `ranges = ((base, 2 * P), (base + 4 * P, P))
 if sys.argv[2] == "huge":  # and a page in a transparent huge page, which must be left out
     H = 2 << 20
     h = mmap.mmap(-1, 2 * H, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
@@ -162,10 +146,31 @@ func TestPinCopiesAtFork(t *testing.T) {
 	}
 }
 
-// runZygoteModule runs script with /usr/bin/python3, its arguments being
-// the path of a copy of zygote.py and mode. zygote.py reads its
-// configuration from fd 3, a socket: it gets no seccomp program and no
-// pre-imports.
+// loadZygote loads zygote.py, whose path is the first argument, as module
+// z (its main never runs).
+const loadZygote = `import ctypes, importlib.util, mmap, os, sys
+spec = importlib.util.spec_from_file_location("zygote", sys.argv[1])
+z = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(z)
+`
+
+// pyRings defines rings(), the count of io_uring descriptors this Python
+// process holds.
+const pyRings = `import os
+def rings():
+    n = 0
+    for f in os.listdir("/proc/self/fd"):
+        try:
+            n += "io_uring" in os.readlink("/proc/self/fd/" + f)
+        except FileNotFoundError:  # listdir's own, closed since
+            pass
+    return n
+`
+
+// runZygoteModule runs script after loadZygote with /usr/bin/python3, its
+// arguments being the path of a copy of zygote.py and mode. zygote.py
+// reads its configuration from fd 3, a socket: it gets no seccomp program
+// and no pre-imports.
 func runZygoteModule(t *testing.T, script, mode string) ([]byte, error) {
 	t.Helper()
 	src := filepath.Join(t.TempDir(), "zygote.py")
@@ -181,7 +186,7 @@ func runZygoteModule(t *testing.T, script, mode string) ([]byte, error) {
 	if _, err := ours.Write([]byte("\n")); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("/usr/bin/python3", "-c", script, src, mode)
+	cmd := exec.Command("/usr/bin/python3", "-c", loadZygote+script, src, mode)
 	cmd.ExtraFiles = []*os.File{theirs}
 	out, err := cmd.CombinedOutput()
 	theirs.Close()

@@ -284,15 +284,9 @@ func TestZygotePinsLearnedPages(t *testing.T) {
 	if got := procStatus(t, zygotePid(t, z))["Seccomp_filters"]; got != "2" {
 		t.Errorf("the zygote runs under %s seccomp filters, want 2", got)
 	}
-	res := runWarm(t, z, pyJob(`
-import ctypes, os
-rings = 0
-for f in os.listdir("/proc/self/fd"):
-    try:
-        rings += "io_uring" in os.readlink("/proc/self/fd/" + f)
-    except FileNotFoundError:  # listdir's own, closed since
-        pass
-print("rings", rings)
+	res := runWarm(t, z, pyJob(pyRings+`
+import ctypes
+print("rings", rings())
 print([l.split()[1] for l in open("/proc/self/status") if l.startswith("VmPin:")][0])
 libc = ctypes.CDLL(None, use_errno=True)
 params = ctypes.create_string_buffer(120)
