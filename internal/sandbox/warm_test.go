@@ -690,3 +690,52 @@ func TestZygoteIDBlocks(t *testing.T) {
 		}
 	}
 }
+
+// A fork the kernel refuses (here the zygote's pids limit is reached) is a
+// failed Prepare, not a dead zygote: the zygote replies with the error and
+// forks the next request.
+func TestZygoteSurvivesForkFailure(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	pidsDir := ""
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", zygotePid(t, z)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		switch {
+		case len(f) == 3 && slices.Contains(strings.Split(f[1], ","), "pids"):
+			pidsDir = filepath.Join("/sys/fs/cgroup/pids", f[2])
+		case len(f) == 3 && f[0] == "0" && pidsDir == "":
+			pidsDir = filepath.Join("/sys/fs/cgroup", f[2])
+		}
+	}
+	max := filepath.Join(pidsDir, "pids.max")
+	old, err := os.ReadFile(max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := os.ReadFile(filepath.Join(pidsDir, "pids.current"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(max, cur, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = z.Prepare(context.Background())
+	if werr := os.WriteFile(max, old, 0o644); werr != nil {
+		t.Fatal(werr)
+	}
+	if err == nil || !strings.Contains(err.Error(), "fork failed") {
+		t.Fatalf("Prepare at the pids limit: %v, want the zygote's fork failure", err)
+	}
+	select {
+	case <-z.Dead():
+		t.Fatal("the zygote died of a failed fork")
+	default:
+	}
+	if res := runWarm(t, z, pyJob("print(2+2)", boxer.Limits{})); string(res.Stdout.Data) != "4\n" {
+		t.Fatalf("after the failed fork: %s %q %q", res.Status, res.Stdout.Data, res.Stderr.Data)
+	}
+}
