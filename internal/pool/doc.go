@@ -164,7 +164,8 @@
 // it changed its uid after the fork, where a cold run's credentials are
 // unchanged since exec. So the 0400 files of /proc/self (environ, mem,
 // pagemap, auxv) are root's and it cannot read them; maps, smaps, status
-// and fd read as in a cold run. Dumpability belongs to the address space,
+// (but for its count of seccomp filters: the zygote's two lie under the
+// job's) and fd read as in a cold run. Dumpability belongs to the address space,
 // which the keeper shares: a dumpable job would see the keeper in its
 // /proc, a child process no cold run has, which is the larger difference.
 // And its code mapping is anonymous (see the huge pages above).

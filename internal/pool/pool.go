@@ -135,7 +135,11 @@ func (l *lane) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
 	if err == nil {
 		l.p.log.Info("warm pool zygote ready", "lane", l.name, "preimports", l.preImports,
 			"modules_loaded", len(z.Preimported), "learned_pages", z.LearnedPages, "pinned_pages", z.PinnedPages, "huge_text_bytes", z.HugeText, "took", time.Since(t).Round(time.Millisecond))
-		if z.PinnedPages < z.LearnedPages {
+		switch {
+		case z.LearnedPages == 0:
+			l.p.log.Warn("warm pool zygote learned no pages: every child takes its copy-on-write faults one by one, at more CPU per job "+
+				"(its sample child could not read its own pagemap: see _learn in zygote.py)", "lane", l.name)
+		case z.PinnedPages < z.LearnedPages:
 			l.p.log.Warn("warm pool zygote pinned fewer pages than it learned: each child copies the rest after its fork, at more CPU per job "+
 				"(io_uring disabled or missing, RLIMIT_MEMLOCK too low, or huge pages in the way: see _pin in zygote.py)",
 				"lane", l.name, "learned_pages", z.LearnedPages, "pinned_pages", z.PinnedPages)

@@ -366,14 +366,15 @@ def _pin(ranges):
     low, or the kernel older than 5.18 (registered rings), nothing stays
     pinned, and children copy every learned page through _pretouch."""
     anon, backed = _pinnable(ranges)
+    before = _vm_pin_kib()
     params = (ctypes.c_char * IO_URING_PARAMS_SIZE)()
     ring = _libc.syscall(SYS_IO_URING_SETUP, 1, ctypes.addressof(params), 0, 0, 0)
     if ring < 0:
         return ()
     try:
         # Kernels before 6.5 or so refuse a file's pages (the interpreter's
-        # and libraries' data): then the anonymous ones alone.
-        for pinned in (sorted(anon + backed), anon):
+        # and libraries' data): then the anonymous ones alone are tried.
+        for pinned in (sorted(anon + backed), anon if backed else []):
             if not pinned:
                 continue
             iov = (_Iovec * len(pinned))(*pinned)
@@ -381,7 +382,7 @@ def _pin(ranges):
                 break
         else:
             return ()
-        if _vm_pin_kib() * 1024 != sum(n for _, n in pinned):
+        if (_vm_pin_kib() - before) * 1024 != sum(n for _, n in pinned):
             return ()  # a larger folio: the close below unpins
         update = _RsrcUpdate(offset=0xFFFFFFFF)  # any free slot
         update.data = ring
@@ -399,7 +400,8 @@ def _pinnable(ranges):
     huge = _huge_mappings()
     anon, backed = [], []
     for start, end, perms, path in _maps():
-        if perms[1] != "w" or perms[3] != "p" or (start, end) in huge:
+        # Overlap, not equality: a mapping may have grown between the reads.
+        if perms[1] != "w" or perms[3] != "p" or any(lo < end and start < hi for lo, hi in huge):
             continue
         for first, n in ranges:
             lo, hi = max(first, start), min(first + n, end)
@@ -425,6 +427,13 @@ def _huge_mappings():
 def _vm_pin_kib():
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmPin:"))
+
+
+def _unpinned(learned, pinned):
+    """The pages of learned that pinned (pieces of them, see _pinnable)
+    does not cover, as ranges."""
+    covered = {p for first, n in pinned for p in range(first, first + n, mmap.PAGESIZE)}
+    return tuple(_ranges({p for first, n in learned for p in range(first, first + n, mmap.PAGESIZE)} - covered))
 
 
 def _pages(ranges):
@@ -557,8 +566,11 @@ def _learn(fprog, drop):
     at = data.rfind(_REPORT)
     if at < 0:  # the job did not run to its end: neither would any child's
         raise RuntimeError("the sample child's job failed: %r" % data[-2000:])
-    keeper, count = struct.unpack_from("2Q", data, at + len(_REPORT))
-    flat = struct.unpack_from("%dQ" % (2 * count), data, at + len(_REPORT) + 16)
+    body = data[at + len(_REPORT):]
+    if len(body) < 16 or len(body) != 16 + 16 * struct.unpack_from("Q", body, 8)[0]:
+        raise RuntimeError("the sample child's report is cut short: %d bytes" % len(body))
+    keeper, count = struct.unpack_from("2Q", body)
+    flat = struct.unpack_from("%dQ" % (2 * count), body, 16)
     if keeper > 0:
         os.kill(keeper, _signal.SIGKILL)  # the zygote's child now
         os.waitpid(keeper, WALL)  # it has no exit signal
@@ -873,7 +885,7 @@ def main():
     seal = _filter(bytes.fromhex(_CONFIG[1]))
     if seal is not None:
         _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(seal), 0, 0), "seal io_uring")
-    _UNPINNED = tuple(r for r in _LEARNED if r not in pinned)
+    _UNPINNED = _unpinned(_LEARNED, pinned)
     _UNPINNED_IOV = _iovecs(_UNPINNED)
     _send(CTRL, {"op": "ready", "preimported": sorted(_PRE), "huge_text_bytes": huge,
                  "learned_pages": _pages(_LEARNED), "pinned_pages": _pages(pinned)})
@@ -887,7 +899,7 @@ _FORK_REQ = struct.Struct("<4q")
 _FORKED = b'{"op":"forked","pid":%d,"id":%d}'
 _EXITED = b'{"op":"exited","pid":%d,"status":%d}'
 _REFUSED = b'{"op":"error","msg":"malformed fork request: %d bytes, %d descriptors, flags %#x"}'
-_FORK_FAILED = b'{"op":"error","msg":"fork failed: errno %d"}'
+_FORK_FAILED = b'{"op":"error","id":%d,"msg":"fork failed: errno %d"}'
 
 
 def _serve(fprog, drop):
@@ -932,15 +944,15 @@ def _serve(fprog, drop):
                     pid = fork()
                 except OSError as e:  # out of memory for the copies fork makes (_pin), or of pids
                     close(job_fd)
-                    send(_FORK_FAILED % e.errno)
-                    continue
-                if pid == 0:
-                    _child(req, job_fd, fprog, drop)
-                close(job_fd)
-                pidfd = pidfd_open(pid)
-                children[pidfd] = pid
-                register(pidfd, select.EPOLLIN)
-                send(_FORKED % (pid, req[0]))
+                    send(_FORK_FAILED % (req[0], e.errno))
+                else:
+                    if pid == 0:
+                        _child(req, job_fd, fprog, drop)
+                    close(job_fd)
+                    pidfd = pidfd_open(pid)
+                    children[pidfd] = pid
+                    register(pidfd, select.EPOLLIN)
+                    send(_FORKED % (pid, req[0]))
             elif n == 0 and not anc:
                 os._exit(0)  # boxer closed the control socket
             else:

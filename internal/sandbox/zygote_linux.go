@@ -110,7 +110,7 @@ type Zygote struct {
 
 type zygoteMsg struct {
 	Op          string   `json:"op"`
-	ID          int64    `json:"id"` // of the fork request a "forked" answers
+	ID          int64    `json:"id"` // of the fork request a "forked" or a failed fork's "error" answers
 	Pid         int      `json:"pid"`
 	Status      uint32   `json:"status"`
 	Preimported []string `json:"preimported"`
@@ -373,8 +373,9 @@ func (z *Zygote) fork(req forkReq, sock *os.File) (<-chan uint32, error) {
 		select {
 		case m := <-z.replies:
 			// A reply to an earlier request that timed out is not
-			// ours: its child was given up and exits on its own.
-			if m.Op == "forked" && m.ID != req.ID {
+			// ours: its child was given up and exits on its own, or its
+			// fork failed. (A malformed request's refusal carries no id.)
+			if (m.Op == "forked" || m.Op == "error" && m.ID != 0) && m.ID != req.ID {
 				continue
 			}
 			if m.Op != "forked" {
