@@ -117,9 +117,9 @@
 // trusts only the kernel's task count to know nothing else is left
 // (Warm.killRest). Paced print(2+2): p50 14 -> 8 ms.
 //
-// What is left is CPU. In bench/service a warm print(2+2) now costs 28
-// to 31 ms of the machine's CPU against 65 to 69 ms for a bare python3
-// start in the same run (2.1x to 2.4x its rate; README), of which boxer's
+// What is left is CPU. In bench/service a warm print(2+2) now costs 27
+// to 32 ms of the machine's CPU against 64 to 71 ms for a bare python3
+// start in the same run (2.0x to 2.4x its rate; README), of which boxer's
 // own process takes about 6. In a profile under load what remains is
 // spread thin: the children's first touches of the zygote's pages (on
 // this VM a page's first read in a new address space costs about 4.5 us
