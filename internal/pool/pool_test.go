@@ -132,11 +132,13 @@ func TestZygoteReplaced(t *testing.T) {
 }
 
 // The zygote is replaced after RotateAfter children: jobs keep running,
-// and children of different zygotes draw different hash seeds.
+// and children of different zygotes draw different hash seeds. The old
+// zygote serves until the fresh one is ready, which can take longer than
+// a dozen quick jobs: so jobs run until a second seed shows, up to 200.
 func TestRotation(t *testing.T) {
 	p := newTestPool(t, Config{Min: 1, Max: 2, RotateAfter: 3})
 	seeds := map[string]bool{}
-	for i := 0; i < 12; i++ {
+	for i := 0; i < 200 && len(seeds) < 2; i++ {
 		res, err := p.Run(context.Background(), &boxer.Job{Argv: []string{"python", "-c", "print(hash('x'))"}})
 		if err != nil || res.Status != boxer.StatusOK {
 			t.Fatalf("job %d: %v %+v", i, err, res)
@@ -144,7 +146,7 @@ func TestRotation(t *testing.T) {
 		seeds[string(res.Stdout.Data)] = true
 	}
 	if len(seeds) < 2 {
-		t.Fatalf("12 jobs over several rotations drew one hash seed")
+		t.Fatalf("200 jobs with RotateAfter 3 drew one hash seed: no rotation")
 	}
 }
 
