@@ -29,10 +29,13 @@ type Engine struct {
 	runtime *Runtime
 	setup   nsinit.Setup // shared part of every sandbox's Setup
 	filter  []byte       // the marshalled seccomp program
-	ids     *idPool
-	runsDir string
-	lock    *os.File // flock on the state dir: one engine per state dir
-	spawn   *spawner // starts every pid 1 (see spawner)
+	// zygoteFilter and sealFilter are a zygote's own programs (seccomp's
+	// Zygote and ZygoteSealed); all three are nil without seccomp.
+	zygoteFilter, sealFilter []byte
+	ids                      *idPool
+	runsDir                  string
+	lock                     *os.File // flock on the state dir: one engine per state dir
+	spawn                    *spawner // starts every pid 1 (see spawner)
 
 	// zygoteIDs[k] is held while a zygote owns id block k. There are four,
 	// in the upper half of the engine's ids: two pool lanes, each of which
@@ -72,11 +75,16 @@ func New(ctx context.Context, cfg Config) (_ *Engine, retErr error) {
 	}
 	e.setup = setupTemplate(e.runtime, cfg.TmpInodes)
 	if !cfg.NoSeccomp {
-		f, err := seccomp.Build(seccomp.Default())
-		if err != nil {
-			return nil, fmt.Errorf("seccomp: %w", err)
+		for _, f := range []struct {
+			p   seccomp.Policy
+			out *[]byte
+		}{{seccomp.Default(), &e.filter}, {seccomp.Zygote(), &e.zygoteFilter}, {seccomp.ZygoteSealed(), &e.sealFilter}} {
+			prog, err := seccomp.Build(f.p)
+			if err != nil {
+				return nil, fmt.Errorf("seccomp: %w", err)
+			}
+			*f.out = prog.Marshal()
 		}
-		e.filter = f.Marshal()
 	}
 	return e, nil
 }

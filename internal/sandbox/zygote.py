@@ -159,8 +159,14 @@ def _drop(uid, fprog):
         raise ValueError("refusing uid %d for a job" % uid)
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
+    _install(fprog, "seccomp")
+
+
+def _install(fprog, step):
+    """Stacks the seccomp program fprog (from _filter) on this process's;
+    nothing if there is none."""
     if fprog is not None:
-        _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+        _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), step)
 
 
 def _child(req, job_fd, fprog, drop):
@@ -285,11 +291,9 @@ def _rehearse():
     _which("python")
 
 
-# The zygote's pages a child writes in its life, as (start, length)
-# ranges (see _learn); those of them not pinned (see _pin), which each
-# child copies itself (see _pretouch), and the same as iovec arrays of at
-# most UIO_MAXIOV entries.
-_LEARNED = ()
+# The zygote's pages a child writes in its life (see _learn) that are not
+# pinned (see _pin), which each child copies itself (see _pretouch), as
+# (start, length) ranges and as iovec arrays of at most UIO_MAXIOV entries.
 _UNPINNED = ()
 _UNPINNED_IOV = ()
 _ON_FINALIZE = None  # set only in _learn's throwaway child
@@ -425,8 +429,7 @@ def _huge_mappings():
 
 
 def _vm_pin_kib():
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmPin:"))
+    return _kib("/proc/self/status", "VmPin:")
 
 
 def _unpinned(learned, pinned):
@@ -840,11 +843,13 @@ def _code_blocks():
 
 
 def _anon_huge_kib():
-    with open("/proc/self/smaps_rollup") as f:
-        for line in f:
-            if line.startswith("AnonHugePages:"):
-                return int(line.split()[1])
-    return 0
+    return _kib("/proc/self/smaps_rollup", "AnonHugePages:")
+
+
+def _kib(path, key):
+    """The kB figure of the line of path that starts with key; 0 if none."""
+    with open(path) as f:
+        return next((int(line.split()[1]) for line in f if line.startswith(key)), 0)
 
 
 def _fresh_child():
@@ -877,18 +882,16 @@ def main():
     huge = _text_on_huge_pages()
     gc.collect()
     gc.freeze()  # keep the collector off the shared pages in every child
-    global _LEARNED, _UNPINNED, _UNPINNED_IOV
-    _LEARNED = _learn(fprog, drop)
-    pinned = _pin(_LEARNED)
+    global _UNPINNED, _UNPINNED_IOV
+    learned = _learn(fprog, drop)
+    pinned = _pin(learned)
     # Nothing needs io_uring from here on: the seal shuts it for the zygote
     # and every child (see seccomp.ZygoteSealed).
-    seal = _filter(bytes.fromhex(_CONFIG[1]))
-    if seal is not None:
-        _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(seal), 0, 0), "seal io_uring")
-    _UNPINNED = _unpinned(_LEARNED, pinned)
+    _install(_filter(bytes.fromhex(_CONFIG[1])), "seal io_uring")
+    _UNPINNED = _unpinned(learned, pinned)
     _UNPINNED_IOV = _iovecs(_UNPINNED)
     _send(CTRL, {"op": "ready", "preimported": sorted(_PRE), "huge_text_bytes": huge,
-                 "learned_pages": _pages(_LEARNED), "pinned_pages": _pages(pinned)})
+                 "learned_pages": _pages(learned), "pinned_pages": _pages(pinned)})
     _serve(fprog, drop)
 
 

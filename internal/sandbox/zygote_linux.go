@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"boxer/internal/sandbox/nsinit"
-	"boxer/internal/seccomp"
 
 	"golang.org/x/sys/unix"
 )
@@ -198,18 +197,6 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	for i := range cfg.Slots {
 		z.slots <- i
 	}
-	filter, err := seccomp.Build(seccomp.Zygote())
-	if err != nil {
-		return nil, fmt.Errorf("zygote: seccomp: %w", err)
-	}
-	sealed, err := seccomp.Build(seccomp.ZygoteSealed())
-	if err != nil {
-		return nil, fmt.Errorf("zygote: seccomp: %w", err)
-	}
-	zfilter, sfilter := filter.Marshal(), sealed.Marshal()
-	if e.cfg.NoSeccomp {
-		zfilter, sfilter = nil, nil
-	}
 	job := nsinit.Job{
 		Path: e.runtime.Path,
 		Argv: []string{"python", zygotePath},
@@ -219,7 +206,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 			{Resource: unix.RLIMIT_CORE},
 			{Resource: unix.RLIMIT_NOFILE, Cur: 8192, Max: 8192},
 		},
-		Seccomp:     zfilter,
+		Seccomp:     e.zygoteFilter,
 		PassExtraFD: true,
 		KeepCaps:    true,
 	}
@@ -248,7 +235,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 			return nil, fmt.Errorf("zygote: invalid pre-import %q", m)
 		}
 	}
-	hello := hex.EncodeToString(e.filter) + "\n" + hex.EncodeToString(sfilter) + "\n" + strings.Join(cfg.PreImports, "\n")
+	hello := hex.EncodeToString(e.filter) + "\n" + hex.EncodeToString(e.sealFilter) + "\n" + strings.Join(cfg.PreImports, "\n")
 	if _, err := ctrl.Write([]byte(hello)); err != nil {
 		return nil, fmt.Errorf("zygote: send config: %w", err)
 	}
