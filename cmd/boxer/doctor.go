@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -98,7 +99,8 @@ func hostChecks(cfg *sandbox.Config) []sandbox.Check {
 	mgr, err := cgroup.New(cgroup.Options{Parent: cfg.CgroupParent, Name: "boxer-doctor"})
 	if err == nil {
 		err = mgr.Check()
-		add("cgroups", err, fmt.Sprintf("%s, controllers cpu, memory, pids usable", mgr.Version()))
+		p := mgr.Placement()
+		add("cgroups", err, fmt.Sprintf("%s, controllers cpu, memory, pids usable; runs under %s, in %s", mgr.Version(), filepath.Dir(p.Base), p.How))
 		_ = mgr.Close() // the probe's base is left empty: remove it
 	} else {
 		add("cgroups", err, "")

@@ -237,6 +237,7 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { m.served <- m.http.Serve(m.listener) }()
 	m.log.Info("serving", "addr", "http://"+m.listener.Addr().String(), "version", version,
 		"python", m.engine.Runtime().Version, "cgroup", m.engine.CgroupVersion().String(),
+		"cgroup_base", m.engine.CgroupPlacement().Base, "cgroup_how", m.engine.CgroupPlacement().How,
 		"pool_min", c.Pool.Min, "preimports", c.Pool.PreImports, "pool_lean", c.Pool.Lean, "payments", c.Payments.Mode)
 	return nil
 }

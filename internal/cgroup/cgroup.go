@@ -115,10 +115,23 @@ type Manager interface {
 	// still holds runs (or, on v2, boxer's own supervisor cgroup) stays,
 	// and is cleaned by the next start's CleanupStale. Call it last.
 	Close() error
+	// Placement says where the runs live and how boxer came to own that
+	// cgroup.
+	Placement() Placement
 	// Check verifies, for `boxer doctor`, that every controller boxer needs
 	// is present and writable, by creating, limiting, reading and removing a
 	// probe cgroup. Its error explains each problem in plain words.
 	Check() error
+}
+
+// Placement is where a Manager keeps the runs, for `boxer doctor` and the
+// start-up log.
+type Placement struct {
+	// Base is the directory of the cgroup that holds the runs (on v1, its
+	// directory in the memory hierarchy).
+	Base string
+	// How says in a sentence how boxer got the cgroup above the base.
+	How string
 }
 
 // Cgroup is one run's cgroup. Its methods are safe for concurrent use.
@@ -185,6 +198,11 @@ type hooks struct {
 	write func(file, data string) error
 	// pid is this process's pid as written to cgroup.procs.
 	pid int
+	// startScope stands in for systemd's StartTransientUnit: it moves pid
+	// into the scope unit. When it is set, noSystemd says systemd is not
+	// running.
+	startScope func(unit string, pid int) error
+	noSystemd  bool
 	// killTimeout bounds Kill.
 	killTimeout time.Duration
 }

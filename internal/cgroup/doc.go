@@ -14,20 +14,28 @@
 //
 // # Where the cgroups live
 //
-//	<parent>/<Name>/<run>
+//	<home>/<Name>/<run>
 //
-// <parent> is the cgroup boxer itself runs in (per controller on v1, read
-// from /proc/self/cgroup) or Options.Parent. boxer never creates cgroups
-// anywhere else, so it works the same under systemd (Delegate=yes), in a
-// container with a private cgroup namespace, and on a developer box.
-// <parent>/<Name> is the base: it never holds a process, only runs, which is
-// what lets CleanupStale remove everything under it after a kill -9.
+// On v1, <home> is the cgroup boxer runs in (per controller, read from
+// /proc/self/cgroup) or Options.Parent. On v2 the kernel's "no internal
+// processes" rule forbids enabling controllers for the children of a cgroup
+// that holds processes (the root cgroup excepted), so New first finds boxer
+// a home it may use, whichever way boxer was started (see placeV2):
 //
-// On v2 the "no internal processes" rule forbids enabling controllers for
-// the children of a cgroup that holds processes. If boxer's own cgroup is the
-// parent and enabling fails with EBUSY, New moves boxer (the whole process)
-// into the leaf <parent>/<Name>-supervisor and tries again. This is the one
-// side effect of New outside the base directory.
+//   - a systemd unit with Delegate=yes, or a container whose entrypoint is
+//     boxer: its own cgroup, boxer moving into the leaf
+//     <home>/<Name>-supervisor;
+//   - a container with an init beside boxer, at its cgroup namespace's
+//     root: the same, with the container's processes;
+//   - a login shell's session scope, or any cgroup shared with processes
+//     not boxer's: a transient scope <Name>-<pid>.scope with Delegate=yes,
+//     asked of systemd over D-Bus, or where systemd is not running a cgroup
+//     <Name> made beside boxer's own; boxer alone moves;
+//   - Options.Parent: that cgroup, which must hold no other process.
+//
+// Manager.Placement says which, for `boxer doctor`. <home>/<Name> is the
+// base: it never holds a process, only runs, which is what lets
+// CleanupStale remove everything under it after a kill -9.
 //
 // # Killing
 //

@@ -13,7 +13,7 @@ import (
 // cgroup and creates the base <parent>/<opts.Name> (an existing base is
 // reused: it may hold stale runs, see CleanupStale). On v2 it also enables
 // the cpu, memory and pids controllers for the runs, which may move this
-// process into <parent>/<Name>-supervisor (see the package doc).
+// process (see placeV2 and the package doc).
 func New(opts Options) (Manager, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
@@ -35,7 +35,7 @@ func New(opts Options) (Manager, error) {
 	if l.version == V1 {
 		return newV1(f, l, opts.Name)
 	}
-	return newV2(f, l, opts.Name)
+	return newV2(f, l, opts)
 }
 
 // probe is the heart of Check: a run cgroup is created with every limit

@@ -54,6 +54,10 @@ func newV1(f fsys, l layout, name string) (*v1Manager, error) {
 
 func (m *v1Manager) Version() Version { return V1 }
 
+func (m *v1Manager) Placement() Placement {
+	return Placement{Base: m.bases["memory"], How: "boxer's own cgroup in each v1 hierarchy (v1 has no rule against processes beside child cgroups)"}
+}
+
 func (m *v1Manager) Create(name string, r Resources) (_ Cgroup, retErr error) {
 	if err := validName("cgroup name", name); err != nil {
 		return nil, err

@@ -16,46 +16,28 @@ import (
 
 // v2Manager keeps the base in the unified hierarchy.
 type v2Manager struct {
-	fs     fsys
-	parent string
-	base   string
+	fs fsys
+	// home is the cgroup above the base, found by placeV2; how says how.
+	home, how string
+	base      string
 }
 
 func (m *v2Manager) Close() error { return removeIfEmpty(m.fs, m.base) }
 
-// newV2 enables the controllers down to the base and creates it.
-//
-// The "no internal processes" rule: a non-root cgroup cannot both hold
-// processes and enable controllers for its children. The base never holds a
-// process, so enabling in the base is always allowed. Enabling in the parent
-// is not when the parent holds processes, which is the usual case when the
-// parent is boxer's own cgroup (a systemd service's cgroup, a container's).
-// Then boxer moves itself into a leaf next to the base,
-// <parent>/<name>-supervisor, and retries. Only this process is moved: other
-// processes in the parent are not boxer's to move, and if there are any New
-// fails and says so.
-func newV2(f fsys, l layout, name string) (*v2Manager, error) {
-	m := &v2Manager{fs: f, parent: l.v2Parent, base: filepath.Join(l.v2Parent, name)}
-	if err := m.available(); err != nil {
-		return nil, err
-	}
-	err := enableControllers(f, m.parent)
-	if errors.Is(err, unix.EBUSY) && l.v2Self == m.parent {
-		sup := filepath.Join(m.parent, name+"-supervisor")
-		if err := f.mkdir(sup); err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, err
-		}
-		if err := f.write(filepath.Join(sup, "cgroup.procs"), strconv.Itoa(f.h.pid)); err != nil {
-			return nil, err
-		}
-		err = enableControllers(f, m.parent)
-	}
-	if errors.Is(err, unix.EBUSY) {
-		return nil, fmt.Errorf("%w: %s holds processes, and a cgroup with processes cannot enable controllers for its children; give boxer a cgroup of its own (a systemd unit with Delegate=yes) or set Options.Parent to an empty one", err, m.parent)
-	}
+func (m *v2Manager) Placement() Placement { return Placement{Base: m.base, How: m.how} }
+
+// newV2 finds boxer a home (see placeV2), then creates the base in it with
+// the controllers enabled for the runs. The base never holds a process, so
+// enabling there is always allowed.
+func newV2(f fsys, l layout, opts Options) (*v2Manager, error) {
+	home, how, err := placeV2(f, l, opts)
 	if err != nil {
 		return nil, err
 	}
+	if err := available(home); err != nil {
+		return nil, err
+	}
+	m := &v2Manager{fs: f, home: home, how: how, base: filepath.Join(home, opts.Name)}
 	if err := f.mkdir(m.base); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, err
 	}
@@ -65,10 +47,10 @@ func newV2(f fsys, l layout, name string) (*v2Manager, error) {
 	return m, nil
 }
 
-// available checks that the parent may hand the controllers down at all,
+// available checks that cgroup dir may hand the controllers down at all,
 // which only the cgroup above it (systemd, the container runtime) decides.
-func (m *v2Manager) available() error {
-	file := filepath.Join(m.parent, "cgroup.controllers")
+func available(dir string) error {
+	file := filepath.Join(dir, "cgroup.controllers")
 	s, err := readFile(file)
 	if err != nil {
 		return explainMissingParent(err)
@@ -91,22 +73,33 @@ func (m *v2Manager) available() error {
 // controllers not already enabled there, so that an enabled parent is never
 // written to (and never fails with EBUSY) again.
 func enableControllers(f fsys, dir string) error {
-	file := filepath.Join(dir, "cgroup.subtree_control")
-	s, err := readFile(file)
-	if err != nil {
+	missing, err := notEnabled(dir)
+	if err != nil || len(missing) == 0 {
 		return err
 	}
-	enabled := strings.Fields(s)
-	var add []string
-	for _, c := range v2Controllers {
-		if !slices.Contains(enabled, c) {
-			add = append(add, "+"+c)
-		}
+	add := make([]string, len(missing))
+	for i, c := range missing {
+		add[i] = "+" + c
 	}
-	if len(add) == 0 {
-		return nil
+	return f.write(filepath.Join(dir, "cgroup.subtree_control"), strings.Join(add, " "))
+}
+
+// notEnabled lists the controllers boxer needs that dir does not enable for
+// its children.
+func notEnabled(dir string) ([]string, error) {
+	s, err := readFile(filepath.Join(dir, "cgroup.subtree_control"))
+	if err != nil {
+		return nil, err
 	}
-	return f.write(file, strings.Join(add, " "))
+	have := strings.Fields(s)
+	return slices.DeleteFunc(slices.Clone(v2Controllers), func(c string) bool { return slices.Contains(have, c) }), nil
+}
+
+// enabled reports whether dir enables every controller boxer needs for its
+// children.
+func enabled(dir string) bool {
+	missing, err := notEnabled(dir)
+	return err == nil && len(missing) == 0
 }
 
 func (m *v2Manager) Version() Version { return V2 }
@@ -162,18 +155,15 @@ func (m *v2Manager) CleanupStale() error {
 }
 
 func (m *v2Manager) Check() error {
-	if err := m.available(); err != nil {
+	if err := available(m.home); err != nil {
 		return err
 	}
-	file := filepath.Join(m.base, "cgroup.subtree_control")
-	s, err := readFile(file)
+	missing, err := notEnabled(m.base)
 	if err != nil {
 		return err
 	}
-	for _, c := range v2Controllers {
-		if !slices.Contains(strings.Fields(s), c) {
-			return fmt.Errorf("cgroup: the %s controller is not enabled in %s, so runs could not be limited by it; something changed it after boxer started", c, file)
-		}
+	if len(missing) > 0 {
+		return fmt.Errorf("cgroup: the %s controller is not enabled in %s, so runs could not be limited by it; something changed it after boxer started", missing[0], filepath.Join(m.base, "cgroup.subtree_control"))
 	}
 	return errors.Join(swapEscape(filepath.Join(m.base, "memory.swap.max")), probe(m))
 }

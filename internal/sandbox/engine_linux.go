@@ -157,6 +157,10 @@ func (e *Engine) Limits() boxer.Limits { return e.cfg.Limits }
 // CgroupVersion reports which cgroup hierarchy the engine uses.
 func (e *Engine) CgroupVersion() cgroup.Version { return e.cgroups.Version() }
 
+// CgroupPlacement says where the engine's runs live and how boxer got that
+// cgroup.
+func (e *Engine) CgroupPlacement() cgroup.Placement { return e.cgroups.Placement() }
+
 // SeccompEnabled reports whether programs run under the syscall filter.
 func (e *Engine) SeccompEnabled() bool { return len(e.filter) > 0 }
 
