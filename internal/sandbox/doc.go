@@ -30,6 +30,16 @@
 // the process that writes them, so a program's files count against its
 // memory limit.
 //
+// # Resource limits
+//
+// A program's rlimits (open files, file size, processes, stack, ...) can
+// be no higher than the hard limits boxer itself inherited: in the
+// sandbox's user namespace raising one is EPERM. New reads them once;
+// boxer's own choices (the zygote's open files, stack, locked memory,
+// message queues, pending signals) are cut to them quietly, while default
+// limits above them stop New with the fix, and a job asking for more is
+// an invalid_request (see hostRlimits.allow for why it is not cut).
+//
 // # Outcomes and errors
 //
 // Run returns a Result for everything the program did, including timeouts,

@@ -36,6 +36,8 @@ type Engine struct {
 	runsDir                  string
 	lock                     *os.File // flock on the state dir: one engine per state dir
 	spawn                    *spawner // starts every pid 1 (see spawner)
+	// host are boxer's own hard rlimits, read in New: no sandbox gets more.
+	host hostRlimits
 
 	// zygoteIDs[k] is held while a zygote owns id block k. There are four,
 	// in the upper half of the engine's ids: two pool lanes, each of which
@@ -52,7 +54,14 @@ func New(ctx context.Context, cfg Config) (_ *Engine, retErr error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger, ids: newIDPool(cfg.IDBase, cfg.MaxSandboxes), spawn: newSpawner()}
+	host, err := readHostRlimits()
+	if err != nil {
+		return nil, err
+	}
+	if err := host.fit(cfg.Limits); err != nil {
+		return nil, fmt.Errorf("default limits: %w", err)
+	}
+	e := &Engine{cfg: cfg, log: cfg.Logger, ids: newIDPool(cfg.IDBase, cfg.MaxSandboxes), spawn: newSpawner(), host: host}
 	defer func() {
 		if retErr != nil {
 			e.Close()
@@ -170,6 +179,9 @@ func (e *Engine) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error)
 	lim := job.Limits.WithDefaults(e.cfg.Limits)
 	if err := ValidateLimits(lim); err != nil {
 		return nil, boxer.Errorf(boxer.ECodeInvalidRequest, "%v", err)
+	}
+	if err := e.host.allow(lim); err != nil {
+		return nil, err
 	}
 	if job.Runtime != "" && job.Runtime != e.runtime.Name {
 		return nil, boxer.Errorf(boxer.ECodeInvalidRequest, "runtime %q is not available; this server runs %q", job.Runtime, e.runtime.Name)

@@ -47,7 +47,7 @@ func (sb *sandbox) run(ctx context.Context, job *boxer.Job, lim boxer.Limits, pa
 		Dir:     WorkDir,
 		UID:     UID,
 		GID:     UID,
-		Rlimits: rlimits(lim),
+		Rlimits: sb.e.rlimits(lim),
 		Seccomp: sb.e.filter,
 	}
 	if err := json.NewEncoder(sb.spec).Encode(&spec); err != nil {
@@ -208,22 +208,30 @@ func feedStdin(w interface {
 	_ = w.Close()
 }
 
-// rlimits are the per-process limits the program starts with. They back up
-// the cgroup (NPROC) and cover what cgroups do not (files, cores).
-func rlimits(l boxer.Limits) []nsinit.Rlimit {
+// wantedRlimits are the per-process limits boxer wants the program to
+// start with: they back up the cgroup (NPROC) and cover what cgroups do
+// not (files, cores). What it gets is these cut to the host's hard limits
+// (Engine.rlimits).
+func wantedRlimits(l boxer.Limits) []nsinit.Rlimit {
 	same := func(res int, v uint64) nsinit.Rlimit { return nsinit.Rlimit{Resource: res, Cur: v, Max: v} }
 	return []nsinit.Rlimit{
-		same(unix.RLIMIT_CORE, 0),
 		same(unix.RLIMIT_NOFILE, uint64(l.OpenFiles)),
-		same(unix.RLIMIT_FSIZE, uint64(l.FileSizeBytes)),
 		same(unix.RLIMIT_NPROC, uint64(l.Pids)),
-		same(unix.RLIMIT_RTPRIO, 0),
+		same(unix.RLIMIT_FSIZE, uint64(l.FileSizeBytes)),
+		same(unix.RLIMIT_STACK, 8<<20),
 		same(unix.RLIMIT_MEMLOCK, 64<<10),
 		same(unix.RLIMIT_MSGQUEUE, 64<<10),
-		same(unix.RLIMIT_STACK, 8<<20),
 		// Pending signals are counted per user all the way up to the
 		// host's root (whose user namespace made the sandbox's): without a
 		// cap a run could queue root's whole budget.
 		same(unix.RLIMIT_SIGPENDING, 1024),
+		same(unix.RLIMIT_CORE, 0),
+		same(unix.RLIMIT_RTPRIO, 0),
 	}
 }
+
+// rlimits are the limits the program of a job with limits l starts with:
+// boxer's wants cut to the host's hard limits. The job's own (open files,
+// file size, pids) are not cut: a job whose do not fit is refused before
+// it gets here (hostRlimits.allow).
+func (e *Engine) rlimits(l boxer.Limits) []nsinit.Rlimit { return e.host.clamp(wantedRlimits(l)) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"boxer"
 )
@@ -18,7 +19,7 @@ type Check struct {
 // selfTestScript reports, from inside a sandbox, what the program can see
 // and do. It is fixed text: the self-test never runs caller input.
 const selfTestScript = `
-import errno, json, os, socket
+import errno, json, os, resource, socket
 def err(fn):
     try:
         fn(); return "ok"
@@ -38,6 +39,7 @@ print(json.dumps({
   "write_work": err(lambda: open("selftest", "w")),
   "connect": err(tcp),
   "shadow": os.path.exists("/etc/shadow"),
+  "rlimits": {str(r): resource.getrlimit(r) for r in range(16)},
 }))
 `
 
@@ -68,6 +70,7 @@ func (e *Engine) SelfTest(ctx context.Context) []Check {
 		WriteWork  string `json:"write_work"`
 		Connect    string
 		Shadow     bool
+		Rlimits    map[string][2]int64 // resource -> soft, hard; -1 unlimited
 	}
 	if err := json.Unmarshal(res.Stdout.Data, &seen); err != nil {
 		return []Check{{Name: "sandbox reports", Detail: err.Error()}}
@@ -75,6 +78,7 @@ func (e *Engine) SelfTest(ctx context.Context) []Check {
 	check := func(name string, ok bool, format string, args ...any) Check {
 		return Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)}
 	}
+	rlimitsOK, rlimitsSeen := e.checkRlimits(seen.Rlimits)
 	wantSeccomp := "2"
 	if e.cfg.NoSeccomp {
 		wantSeccomp = "0"
@@ -91,5 +95,21 @@ func (e *Engine) SelfTest(ctx context.Context) []Check {
 		check("read-only root", seen.WriteEtc == "EROFS", "write /etc: %s", seen.WriteEtc),
 		check("writable work dir", seen.WriteWork == "ok", "write work dir: %s", seen.WriteWork),
 		check("host files hidden", !seen.Shadow, "/etc/shadow visible: %v", seen.Shadow),
+		check("rlimits", rlimitsOK, "%s", rlimitsSeen),
 	}
+}
+
+// checkRlimits compares the rlimits a sandbox with the default limits saw
+// with what the engine gives it, and describes them: the doctor's line
+// of what sandboxes get, and the zygote's own.
+func (e *Engine) checkRlimits(seen map[string][2]int64) (bool, string) {
+	want, got := wantedRlimits(e.cfg.Limits), e.rlimits(e.cfg.Limits)
+	for _, g := range got {
+		s, ok := seen[strconv.Itoa(g.Resource)]
+		if !ok || uint64(s[0]) != g.Cur || uint64(s[1]) != g.Max { // -1 is rlimInfinity
+			return false, fmt.Sprintf("%s is %d/%d inside a sandbox, want %s/%s", rlimitName(g.Resource), s[0], s[1],
+				rlimitValue(g.Resource, g.Cur), rlimitValue(g.Resource, g.Max))
+		}
+	}
+	return true, e.host.describe(want, got) + "; zygote " + e.host.describe(wantedZygoteRlimits(), e.zygoteRlimits())
 }

@@ -275,12 +275,23 @@ func (e *Engine) WarmForm(argv []string) (Form, bool) {
 }
 
 // Fits reports whether a job with these limits can run on w: limits that
-// shape the child's mounts were fixed when it was prepared.
-func (w *Warm) Fits(lim boxer.Limits) bool { return lim.DiskBytes == w.disk }
+// shape the child's mounts were fixed when it was prepared, and its open
+// files can be no more than its zygote's (see zygoteRlimits).
+func (w *Warm) Fits(lim boxer.Limits) bool {
+	return lim.DiskBytes == w.disk && uint64(lim.OpenFiles) <= w.z.nofile
+}
 
 // Run runs job on w in the given form. w is spent afterwards: Destroy it.
 func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form Form) (*boxer.Result, error) {
 	e := w.z.e
+	if err := e.host.allow(lim); err != nil {
+		return nil, err
+	}
+	if uint64(lim.OpenFiles) > w.z.nofile {
+		// The child could not set the limit and would exit before the
+		// job: an error, not a result that blames the program.
+		return nil, fmt.Errorf("open files %d: a warm child can have at most its zygote's %d; run the job cold", lim.OpenFiles, w.z.nofile)
+	}
 	if w.keeper >= 0 && lim.Pids > 0 {
 		lim.Pids++ // the keeper's: it counts in the cgroup and as a process of the job's uid
 	}
@@ -293,7 +304,7 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form F
 	io := startIO(w.stdin, w.out, w.err, job.Stdin, lim.OutputBytes)
 	w.stdin, w.out, w.err = nil, nil, nil
 	var rl [][3]uint64
-	for _, r := range rlimits(lim) {
+	for _, r := range e.rlimits(lim) {
 		rl = append(rl, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
 	}
 	msg := map[string]any{"form": form.Kind, "target": form.Target, "args": nonNil(form.Args),

@@ -73,6 +73,7 @@ type Zygote struct {
 	e        *Engine
 	sb       *sandbox
 	ctrl     *net.UnixConn
+	nofile   uint64   // the zygote's hard RLIMIT_NOFILE: no warm job may have more
 	userBase uint32   // host id of the zygote's uid UID
 	slots    chan int // free child slots: child uid UID+slot
 	log      *capture // the zygote's own stderr, for the log if it dies
@@ -182,7 +183,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		return nil, fmt.Errorf("zygote: %w", err)
 	}
 	z := &Zygote{
-		e: e, sb: sb, ctrl: ctrl, userBase: ids.user,
+		e: e, sb: sb, ctrl: ctrl, userBase: ids.user, nofile: rlimitOf(e.zygoteRlimits(), unix.RLIMIT_NOFILE).Max,
 		slots:   make(chan int, cfg.Slots),
 		replies: make(chan zygoteMsg, 1),
 		exits:   make(map[int]chan uint32),
@@ -198,14 +199,11 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		z.slots <- i
 	}
 	job := nsinit.Job{
-		Path: e.runtime.Path,
-		Argv: []string{"python", zygotePath},
-		Env:  programEnv(),
-		Dir:  WorkDir,
-		Rlimits: []nsinit.Rlimit{
-			{Resource: unix.RLIMIT_CORE},
-			{Resource: unix.RLIMIT_NOFILE, Cur: 8192, Max: 8192},
-		},
+		Path:        e.runtime.Path,
+		Argv:        []string{"python", zygotePath},
+		Env:         programEnv(),
+		Dir:         WorkDir,
+		Rlimits:     e.zygoteRlimits(),
 		Seccomp:     e.zygoteFilter,
 		PassExtraFD: true,
 		KeepCaps:    true,
@@ -259,6 +257,29 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		return nil, ctx.Err()
 	}
 	return z, nil
+}
+
+// zygoteOpenFiles is the zygote's RLIMIT_NOFILE: room for the descriptors
+// of its children.
+const zygoteOpenFiles = 8192
+
+// zygoteRlimits are the zygote's own limits: no core dumps, and
+// zygoteOpenFiles open files, or what the host allows. Its other limits
+// are boxer's, inherited.
+//
+// Its hard open-files limit is also the most a warm job may have (see
+// Warm.Fits): a child sets the job's limits just before the job's code
+// runs, and cannot raise them. It is not the host's, which may be a
+// million or more: the child's keeper, which the job can take over (see
+// _keep_memory in zygote.py), keeps the zygote's limits.
+func (e *Engine) zygoteRlimits() []nsinit.Rlimit { return e.host.clamp(wantedZygoteRlimits()) }
+
+// wantedZygoteRlimits are the zygote's limits before the host's cut.
+func wantedZygoteRlimits() []nsinit.Rlimit {
+	return []nsinit.Rlimit{
+		{Resource: unix.RLIMIT_NOFILE, Cur: zygoteOpenFiles, Max: zygoteOpenFiles},
+		{Resource: unix.RLIMIT_CORE},
+	}
 }
 
 // read dispatches the zygote's messages until its socket closes. Then the
