@@ -112,6 +112,7 @@ func TestIdentity(t *testing.T) {
 		// uid 1000 in a cold sandbox, 1000+slot in a warm child: never 0,
 		// one id for real, effective, saved and group, no other groups.
 		{"uid", `print(os.getuid() >= 1000, len(set(os.getresuid() + os.getresgid())), os.getgroups())`, "True 1 []"},
+		{"setgroups denied", `print(open("/proc/self/setgroups").read().strip(), errname(lambda: os.setgroups([])))`, "deny EPERM"},
 		{"no effective caps", strings.Replace(status, "%s", "CapEff", 1), "0000000000000000"},
 		{"no permitted caps", strings.Replace(status, "%s", "CapPrm", 1), "0000000000000000"},
 		{"empty bounding set", strings.Replace(status, "%s", "CapBnd", 1), "0000000000000000"},

@@ -187,10 +187,10 @@ func (sb *sandbox) startInit(extra *os.File) error {
 		Cloneflags:  cloneFlags,
 		UidMappings: idmap,
 		GidMappings: idmap,
-		// setgroups stays allowed only so that pid 1 can empty the
-		// supplementary groups it would otherwise inherit from boxer.
-		GidMappingsEnableSetgroups: true,
-		Credential:                 &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}},
+		// setgroups is denied: pid 1 inherits no supplementary groups
+		// (see spawner), so none need emptying.
+		GidMappingsEnableSetgroups: false,
+		Credential:                 &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
 		// If boxer dies, pid 1 dies, and with it the PID namespace.
 		Pdeathsig: syscall.SIGKILL,
 	}

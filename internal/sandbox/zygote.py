@@ -129,13 +129,16 @@ def _limit_zygote():
     The zygote keeps its permitted and effective capabilities, which the
     bounding set does not touch; a child loses them in _drop. Doing this
     here, not in each child, spares every job some forty calls and the
-    pages they touch."""
+    pages they touch. There are no supplementary groups to drop: boxer
+    starts every sandbox without any, and its user namespace denies
+    setgroups."""
     cap = 0
     while _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
         cap += 1
     if ctypes.get_errno() != errno.EINVAL:
         _check(-1, "drop capability %d" % cap)
-    os.setgroups([])
+    if os.getgroups():
+        raise OSError(errno.EPERM, "supplementary groups %s: boxer should have started the zygote with none" % os.getgroups())
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
 
 
