@@ -61,6 +61,12 @@ type Result struct {
 	CPU time.Duration `json:"cpu"`
 	// MemoryPeak is the highest memory use of the run's cgroup, in bytes.
 	MemoryPeak int64 `json:"memory_peak"`
+	// OOMKills counts the run's processes the kernel's OOM killer killed,
+	// the main one or any other (the memory controller's own oom_kill
+	// counter). A child killed for memory does not change Status, which is
+	// always the main process's outcome; StatusOOM means the main process
+	// ended for memory.
+	OOMKills int64 `json:"oom_kills"`
 
 	Stdout Output `json:"stdout"`
 	Stderr Output `json:"stderr"`
@@ -74,5 +80,6 @@ type Result struct {
 // TimedOut reports whether the run hit its wall-clock limit.
 func (r *Result) TimedOut() bool { return r.Status == StatusTimeout }
 
-// OOMKilled reports whether the kernel killed the run for memory.
-func (r *Result) OOMKilled() bool { return r.Status == StatusOOM }
+// OOMKilled reports whether the kernel's OOM killer killed any process of
+// the run, main or not.
+func (r *Result) OOMKilled() bool { return r.OOMKills > 0 }

@@ -96,6 +96,7 @@ type reply struct {
 	got             outcome
 	timedOut, oom   bool
 	cpuMs, durMs    int64
+	oomKills        int64
 	artifacts       map[string]string // path -> content as sent
 	missing         map[string]string // path -> reason
 	body            []byte
@@ -196,10 +197,10 @@ func parseReply(route string, code int, b []byte) (*reply, error) {
 	}
 	// /v1/exec answers in the seed's camelCase under "result",
 	// /v1/run-python in snake_case at the top.
-	res, names := m, [...]string{"exit_code", "timed_out", "oom_killed", "stdout_truncated", "stderr_truncated", "cpu_time_ms", "duration_ms"}
+	res, names := m, [...]string{"exit_code", "timed_out", "oom_killed", "stdout_truncated", "stderr_truncated", "cpu_time_ms", "duration_ms", "oom_kills"}
 	if route == "/v1/exec" {
 		res, _ = m["result"].(map[string]any)
-		names = [...]string{"exitCode", "timedOut", "oomKilled", "stdoutTruncated", "stderrTruncated", "cpuTimeMs", "durationMs"}
+		names = [...]string{"exitCode", "timedOut", "oomKilled", "stdoutTruncated", "stderrTruncated", "cpuTimeMs", "durationMs", "oomKills"}
 	}
 	num := func(k string) int64 { f, _ := res[k].(float64); return int64(f) }
 	flag := func(k string) bool { v, _ := res[k].(bool); return v }
@@ -210,7 +211,7 @@ func parseReply(route string, code int, b []byte) (*reply, error) {
 	r.got.stderr, _ = res["stderr"].(string)
 	r.timedOut, r.oom = flag(names[1]), flag(names[2])
 	r.got.stdoutTruncated, r.got.stderrTruncated = flag(names[3]), flag(names[4])
-	r.cpuMs, r.durMs = num(names[5]), num(names[6])
+	r.cpuMs, r.durMs, r.oomKills = num(names[5]), num(names[6]), num(names[7])
 	arts, _ := res["artifacts"].([]any)
 	for _, x := range arts {
 		a, _ := x.(map[string]any)
@@ -235,8 +236,9 @@ func expect(t *testing.T, r *reply, want outcome) {
 	if r.got != want {
 		t.Errorf("got  %s\nwant %s", describe(r.got), describe(want))
 	}
-	if r.timedOut != (r.got.status == "timeout") || r.oom != (r.got.status == "oom") {
-		t.Errorf("status %s, but timed_out %v and oom_killed %v", r.got.status, r.timedOut, r.oom)
+	// oom_killed is of any process of the run; status is the main one's.
+	if r.timedOut != (r.got.status == "timeout") || r.oom != (r.oomKills > 0) || (r.got.status == "oom" && !r.oom) {
+		t.Errorf("status %s, but timed_out %v, oom_killed %v and oom_kills %d", r.got.status, r.timedOut, r.oom, r.oomKills)
 	}
 }
 

@@ -86,7 +86,8 @@ type execResult struct {
 	TimedOut   bool   `json:"timedOut"`
 
 	Status          boxer.Status `json:"status"`
-	OOMKilled       bool         `json:"oomKilled"`
+	OOMKilled       bool         `json:"oomKilled"` // any process of the run, main or not
+	OOMKills        int64        `json:"oomKills"`
 	StdoutTruncated bool         `json:"stdoutTruncated"`
 	StderrTruncated bool         `json:"stderrTruncated"`
 	CPUTimeMs       int64        `json:"cpuTimeMs"`
@@ -118,6 +119,7 @@ func newExecResponse(res *boxer.Result) execResponse {
 			TimedOut:        res.TimedOut(),
 			Status:          res.Status,
 			OOMKilled:       res.OOMKilled(),
+			OOMKills:        res.OOMKills,
 			StdoutTruncated: res.Stdout.Truncated,
 			StderrTruncated: res.Stderr.Truncated,
 			CPUTimeMs:       res.CPU.Milliseconds(),

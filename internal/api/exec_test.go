@@ -24,7 +24,7 @@ func TestExecSeedExample(t *testing.T) {
 		t.Fatalf("status = %d: %s", rec.Code, rec.Body)
 	}
 	want := `{"success":true,"result":{"stdout":"4\n","stderr":"","exitCode":0,"durationMs":210,"timedOut":false,` +
-		`"status":"ok","oomKilled":false,"stdoutTruncated":false,"stderrTruncated":false,"cpuTimeMs":35,` +
+		`"status":"ok","oomKilled":false,"oomKills":0,"stdoutTruncated":false,"stderrTruncated":false,"cpuTimeMs":35,` +
 		`"memoryPeakBytes":9437184,"signal":null,"timing":{"queueMs":0,"acquireMs":3,"runMs":210,"collectMs":2}}}`
 	if got := rec.Body.String(); got != want {
 		t.Fatalf("body =\n%s\nwant\n%s", got, want)
@@ -71,8 +71,10 @@ func TestExecOutcomes(t *testing.T) {
 		{"timeout keeps partial stdout", &boxer.Result{Status: boxer.StatusTimeout, ExitCode: -1, Signal: "SIGKILL",
 			Wall: 30 * time.Second, Stdout: boxer.Output{Data: []byte("partial\n")}},
 			map[string]any{"timedOut": true, "status": "timeout", "stdout": "partial\n", "signal": "SIGKILL", "durationMs": 30000.0}},
-		{"oom", &boxer.Result{Status: boxer.StatusOOM, ExitCode: -1, Signal: "SIGKILL"},
-			map[string]any{"oomKilled": true, "status": "oom", "timedOut": false}},
+		{"oom", &boxer.Result{Status: boxer.StatusOOM, ExitCode: -1, Signal: "SIGKILL", OOMKills: 1},
+			map[string]any{"oomKilled": true, "oomKills": 1.0, "status": "oom", "timedOut": false}},
+		{"a child killed for memory: the main process's status, and the count", &boxer.Result{Status: boxer.StatusOK, OOMKills: 6},
+			map[string]any{"oomKilled": true, "oomKills": 6.0, "status": "ok", "exitCode": 0.0}},
 		{"truncated", &boxer.Result{Status: boxer.StatusOK, Stdout: boxer.Output{Data: []byte("xx"), Bytes: 9, Truncated: true}},
 			map[string]any{"stdoutTruncated": true, "stderrTruncated": false}},
 		{"html is not escaped", &boxer.Result{Status: boxer.StatusOK, Stdout: boxer.Output{Data: []byte("<a&b>\n")}},

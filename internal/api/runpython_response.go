@@ -17,7 +17,7 @@ type runResponse struct {
 	Stdout           string            `json:"stdout"`
 	Stderr           string            `json:"stderr"`
 	TimedOut         bool              `json:"timed_out"`
-	OOMKilled        bool              `json:"oom_killed"`
+	OOMKilled        bool              `json:"oom_killed"` // any process of the run, main or not
 	DurationMs       int64             `json:"duration_ms"`
 	StdoutTruncated  bool              `json:"stdout_truncated"`
 	StderrTruncated  bool              `json:"stderr_truncated"`
@@ -25,6 +25,7 @@ type runResponse struct {
 	MissingArtifacts []missingArtifact `json:"missing_artifacts"`
 
 	Status          boxer.Status `json:"status"`
+	OOMKills        int64        `json:"oom_kills"`
 	Signal          *string      `json:"signal"` // null when the program exited
 	CPUTimeMs       int64        `json:"cpu_time_ms"`
 	MemoryPeakBytes int64        `json:"memory_peak_bytes"`
@@ -75,6 +76,7 @@ func newRunResponse(jobID string, res *boxer.Result) runResponse {
 		Artifacts:        make([]runArtifact, 0, len(res.Artifacts)),
 		MissingArtifacts: make([]missingArtifact, 0, len(res.MissingArtifacts)),
 		Status:           res.Status,
+		OOMKills:         res.OOMKills,
 		Signal:           signalOf(res),
 		CPUTimeMs:        res.CPU.Milliseconds(),
 		MemoryPeakBytes:  res.MemoryPeak,

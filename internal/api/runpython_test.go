@@ -42,7 +42,7 @@ func TestRunPythonResponse(t *testing.T) {
 		`"artifacts":[{"path":"output/chart.png","size":4,"encoding":"base64","content":"iVBORw==","sha256":"s1"},` +
 		`{"path":"out.txt","size":3,"encoding":"utf-8","content":"hi\n","sha256":"s2"}],` +
 		`"missing_artifacts":[{"path":"missing.txt","reason":"not found"}],` +
-		`"status":"ok","signal":null,"cpu_time_ms":800,"memory_peak_bytes":52428800,` +
+		`"status":"ok","oom_kills":0,"signal":null,"cpu_time_ms":800,"memory_peak_bytes":52428800,` +
 		`"timing":{"queue_ms":0,"acquire_ms":5,"run_ms":1234,"collect_ms":7}}`
 	if got := rec.Body.String(); got != want {
 		t.Fatalf("body =\n%s\nwant\n%s", got, want)

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -163,5 +164,47 @@ func TestUsageReported(t *testing.T) {
 	}
 	if res.CPU <= 0 {
 		t.Errorf("cpu time %v", res.CPU)
+	}
+}
+
+// Every OOM kill of the run is reported, not only the main process's: eight
+// children of 100 MiB under 256 MiB cannot all live, the kernel kills some,
+// and the main process, which exits 0, keeps its status. The program counts
+// the children it saw die of SIGKILL; the result's count must be the same.
+func TestChildOOMKillsReported(t *testing.T) {
+	_, paths := bothPaths(t, nil)
+	code := `import os, select
+go_r, go_w = os.pipe()
+alive = []
+for i in range(8):
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(go_w)
+        b = bytearray(100 << 20)
+        for j in range(0, len(b), 4096):
+            b[j] = 1
+        os.write(ready_w, b"r")
+        os.read(go_r, 1)
+        os._exit(0)
+    os.close(ready_w)
+    # Until it holds its memory or is dead: no sleeps.
+    select.select([ready_r, os.pidfd_open(pid)], [], [])
+    alive.append(pid)
+os.close(go_w)
+statuses = [os.waitpid(p, 0)[1] for p in alive]
+print(sum(1 for s in statuses if os.WIFSIGNALED(s) and os.WTERMSIG(s) == 9))
+`
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			res := p.run(t, pyJob(code, boxer.Limits{MemoryBytes: 256 << 20}))
+			if res.Status != boxer.StatusOK || res.ExitCode != 0 {
+				t.Fatalf("status %s exit %d, want ok 0 (the main process's outcome)\nstderr: %s", res.Status, res.ExitCode, res.Stderr.Data)
+			}
+			killed := strings.TrimSpace(string(res.Stdout.Data))
+			if killed == "0" || killed != fmt.Sprint(res.OOMKills) || !res.OOMKilled() {
+				t.Fatalf("the program saw %s children killed; the result says OOMKills %d, OOMKilled %v", killed, res.OOMKills, res.OOMKilled())
+			}
+		})
 	}
 }

@@ -146,7 +146,7 @@ func finish(ctx context.Context, e *Engine, id string, cg cgroup.Cgroup, work in
 	if err != nil {
 		return nil, fmt.Errorf("read cgroup stats: %w", err)
 	}
-	res.CPU, res.MemoryPeak = stats.CPU, stats.MemoryPeak
+	res.CPU, res.MemoryPeak, res.OOMKills = stats.CPU, stats.MemoryPeak, stats.OOMKills
 	classify(res, out, stats.OOMKills)
 	if out.initFailed != "" {
 		e.log.Error("sandbox failed after start", "sandbox", id, "detail", out.initFailed)
