@@ -10,13 +10,19 @@ import (
 	"testing"
 
 	"boxer"
+	"boxer/internal/api"
 )
 
-// boxerBin builds the real binary once per test run.
+// boxerBin builds the real binary once per test run, or returns
+// $BOXER_TEST_BIN when set: a binary built beforehand, for machines without
+// a Go toolchain (the qemu guests of test/guest).
 func boxerBin(t *testing.T) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("boxer needs root to create sandboxes")
+	}
+	if bin := os.Getenv("BOXER_TEST_BIN"); bin != "" {
+		return bin
 	}
 	bin := filepath.Join(t.TempDir(), "boxer")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
@@ -92,14 +98,33 @@ func TestBinary(t *testing.T) {
 		t.Errorf("artifact: %q %v", b, err)
 	}
 
-	t.Run("json", func(t *testing.T) {
+	t.Run("json is the API's result schema", func(t *testing.T) {
 		out, err := exec.Command(bin, "run", "--state-dir", state, "--json", write("j.py", "print(2 + 2)")).Output()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var res boxer.Result
-		if err := json.Unmarshal(out, &res); err != nil || res.Status != boxer.StatusOK || string(res.Stdout.Data) != "4\n" {
-			t.Fatalf("%v %+v", err, res)
+		var res map[string]any
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		for k, want := range map[string]any{"stdout": "4\n", "stderr": "", "status": "ok", "exit_code": 0.0, "oom_killed": false, "timed_out": false, "job_id": ""} {
+			if res[k] != want {
+				t.Errorf("%s = %#v, want %#v", k, res[k], want)
+			}
+		}
+		// The same keys as /v1/run-python's answer, no others.
+		want, _ := json.Marshal(api.NewRunResponse("", &boxer.Result{}))
+		var keys map[string]any
+		_ = json.Unmarshal(want, &keys)
+		for k := range keys {
+			if _, ok := res[k]; !ok {
+				t.Errorf("key %s of the API's schema is missing", k)
+			}
+		}
+		for k := range res {
+			if _, ok := keys[k]; !ok {
+				t.Errorf("key %s is not in the API's schema", k)
+			}
 		}
 	})
 

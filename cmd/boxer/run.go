@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"boxer"
+	"boxer/internal/api"
 	"boxer/internal/sandbox"
 )
 
@@ -36,7 +37,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&files, "file", "SANDBOX_PATH=LOCAL_PATH: copy a local file into the work dir; repeatable")
 	fs.Var(&artifacts, "artifact", "work-dir path to bring back after the run; repeatable")
 	outDir := fs.String("out", ".", "where artifacts are written")
-	asJSON := fs.Bool("json", false, "print the full result as JSON instead of the program's output")
+	asJSON := fs.Bool("json", false, "print the result as JSON, in the schema of POST /v1/run-python's answer, instead of the program's output")
 	cfg := engineFlags(ef)
 	if !ef.parse(args) {
 		return 2
@@ -68,7 +69,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := enc.Encode(api.NewRunResponse("", res)); err != nil {
 			return 1
 		}
 	} else {

@@ -156,7 +156,7 @@ func (s *Server) claimAndRun(w http.ResponseWriter, r *http.Request, req *runReq
 		s.writeError(w, r, e)
 		return
 	}
-	resp, err := marshal(newRunResponse(jobID, res))
+	resp, err := marshal(NewRunResponse(jobID, res))
 	if err != nil {
 		s.internalError(w, r, "encode response", err)
 		return

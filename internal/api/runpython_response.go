@@ -9,9 +9,10 @@ import (
 	"boxer"
 )
 
-// runResponse is /v1/run-python's 200 body, snake_case like the request. The
-// seed's fields come first; boxer's extras follow.
-type runResponse struct {
+// RunResponse is /v1/run-python's 200 body, snake_case like the request:
+// boxer's one result schema, which `boxer run --json` prints too. The seed's
+// fields come first; boxer's extras follow.
+type RunResponse struct {
 	JobID            string            `json:"job_id"`
 	ExitCode         int               `json:"exit_code"`
 	Stdout           string            `json:"stdout"`
@@ -58,12 +59,12 @@ type runningResponse struct {
 	Status string `json:"status"` // "running"
 }
 
-// newRunResponse shapes a Result for /v1/run-python. An artifact is text when
+// NewRunResponse shapes a Result for /v1/run-python. An artifact is text when
 // its bytes are valid UTF-8 and base64 otherwise, so that it comes back
 // byte-exact either way; stdout and stderr are strings as in the seed (bytes
 // that are not UTF-8 arrive as U+FFFD).
-func newRunResponse(jobID string, res *boxer.Result) runResponse {
-	out := runResponse{
+func NewRunResponse(jobID string, res *boxer.Result) RunResponse {
+	out := RunResponse{
 		JobID:            jobID,
 		ExitCode:         res.ExitCode,
 		Stdout:           string(res.Stdout.Data),
