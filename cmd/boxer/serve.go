@@ -210,11 +210,11 @@ func (m *Main) Run(ctx context.Context) error {
 		PythonVersion: m.engine.Runtime().Version,
 	}
 	if payments.Enabled() {
-		deps.Payment = func(route string, next http.Handler) http.Handler {
+		deps.Payment = func(route string, next http.Handler, fail api.ErrorWriter) http.Handler {
 			return payments.Wrap(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				api.SetPayer(r, x402.PayerOf(r))
 				next.ServeHTTP(w, r)
-			}))
+			}), fail)
 		}
 	}
 	if m.api, err = api.New(c.API, deps); err != nil {

@@ -43,7 +43,7 @@ func TestReadyz(t *testing.T) {
 func TestHealthFigures(t *testing.T) {
 	ts := newTestServer(t, Config{Version: "1.2.3"}, func(d *Deps) {
 		d.PythonVersion = "3.11.2"
-		d.Payment = func(_ string, next http.Handler) http.Handler {
+		d.Payment = func(_ string, next http.Handler, _ ErrorWriter) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				switch p := r.Header.Get("X-Payer"); p {
 				case "":

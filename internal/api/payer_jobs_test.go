@@ -11,7 +11,7 @@ import (
 func TestJobIDsArePerPayer(t *testing.T) {
 	ts := newTestServer(t, Config{}, func(d *Deps) {
 		// A stand-in for the x402 layer: the payer comes in a header.
-		d.Payment = func(route string, next http.Handler) http.Handler {
+		d.Payment = func(route string, next http.Handler, _ ErrorWriter) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				SetPayer(r, r.Header.Get("Test-Payer"))
 				next.ServeHTTP(w, r)

@@ -15,6 +15,10 @@ import (
 	"boxer/internal/store"
 )
 
+// ErrorWriter answers a request with an error: its envelope, and the HTTP
+// status of the one table (httpStatus).
+type ErrorWriter = func(w http.ResponseWriter, r *http.Request, e *boxer.Error)
+
 // Deps are what the API runs on. Runner and Store are required.
 type Deps struct {
 	Runner boxer.Runner
@@ -25,9 +29,10 @@ type Deps struct {
 	Metrics Metrics
 	// Payment wraps each priced route's handler ("/v1/exec",
 	// "/v1/run-python"); it runs after the method check and before the
-	// body is read. Nil: every route is free. A payment layer that has
+	// body is read, and answers its own failures through fail, the api's
+	// error writer. Nil: every route is free. A payment layer that has
 	// verified a payment should call SetPayer.
-	Payment func(route string, next http.Handler) http.Handler
+	Payment func(route string, next http.Handler, fail ErrorWriter) http.Handler
 	// Ready reports whether a run could start now (GET /readyz), for
 	// example by starting a sandbox. Nil: always ready.
 	Ready func(ctx context.Context) error
@@ -146,7 +151,7 @@ func (s *Server) priced(route string, h http.HandlerFunc) http.Handler {
 	if s.deps.Payment == nil {
 		return h
 	}
-	return s.deps.Payment(route, h)
+	return s.deps.Payment(route, h, s.writeError)
 }
 
 func (s *Server) isRunRoute(route string) bool {

@@ -275,7 +275,7 @@ func TestConfigDefaults(t *testing.T) {
 func TestPaymentHook(t *testing.T) {
 	var wrapped []string
 	ts := newTestServer(t, Config{}, func(d *Deps) {
-		d.Payment = func(route string, next http.Handler) http.Handler {
+		d.Payment = func(route string, next http.Handler, _ ErrorWriter) http.Handler {
 			wrapped = append(wrapped, route)
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.Header.Get("X-Payment") == "" {
@@ -305,5 +305,23 @@ func TestPaymentHook(t *testing.T) {
 	}
 	if rec := ts.do("GET", "/healthz", ""); rec.Code != 200 {
 		t.Fatalf("free route = %d, want 200", rec.Code)
+	}
+}
+
+// The payment layer's own failures go out through the api's error writer:
+// the one envelope, with success false, the status of the code's table and
+// Retry-After on a 503, like every other error.
+func TestPaymentFailureIsTheAPIsError(t *testing.T) {
+	ts := newTestServer(t, Config{}, func(d *Deps) {
+		d.Payment = func(_ string, _ http.Handler, fail ErrorWriter) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				fail(w, r, boxer.Errorf(boxer.ECodeUnavailable, "payment facilitator unavailable; you were not charged"))
+			})
+		}
+	})
+	rec := ts.do("POST", "/v1/exec", `{"code":"1"}`)
+	want := `{"success":false,"error":{"code":"unavailable","message":"payment facilitator unavailable; you were not charged"}}`
+	if rec.Code != 503 || strings.TrimSpace(rec.Body.String()) != want || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("got %d %s (Retry-After %q), want 503 %s with Retry-After", rec.Code, rec.Body, rec.Header().Get("Retry-After"), want)
 	}
 }

@@ -5,8 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math/big"
+	"net/http"
 	"testing"
 	"time"
+
+	"boxer"
 
 	"github.com/decred/dcrd/dcrec/secp256k1/v4"
 	"github.com/decred/dcrd/dcrec/secp256k1/v4/ecdsa"
@@ -116,4 +119,15 @@ func paidHeader(t *testing.T, w wallet, o *offer) string {
 	t.Helper()
 	a := authFor(w, o)
 	return header(t, payloadFor(t, o, a, signAuth(t, w, o.domain, a)))
+}
+
+// testFail stands in for the api's error writer (ErrorWriter): the status
+// of the code in the api's table, and the code as the body.
+func testFail(w http.ResponseWriter, _ *http.Request, e *boxer.Error) {
+	status := http.StatusInternalServerError
+	if e.Code == boxer.ECodeUnavailable {
+		status = http.StatusServiceUnavailable
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(e.Code))
 }

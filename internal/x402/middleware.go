@@ -113,10 +113,17 @@ func (p *Payments) PaymentRequired(route string, r *http.Request) (pr *PaymentRe
 	return o.paymentRequired(p.cfg.PublicURL, r, ""), true
 }
 
-// Wrap returns next guarded by payment for route. With payments off it
-// returns next. It panics when payments are on and route has no price: that
-// is a wiring mistake that would otherwise serve the route for free.
-func (p *Payments) Wrap(route string, next http.Handler) http.Handler {
+// ErrorWriter answers a request with boxer's error envelope and the HTTP
+// status its code maps to: the api's one error table, which the caller of
+// Wrap hands in, so that a failure of the payment layer reads like any other.
+type ErrorWriter func(w http.ResponseWriter, r *http.Request, e *boxer.Error)
+
+// Wrap returns next guarded by payment for route; fail writes the payment
+// layer's own failures (not its 402 challenges, whose body is the
+// protocol's). With payments off it returns next. It panics when payments
+// are on and route has no price: that is a wiring mistake that would
+// otherwise serve the route for free.
+func (p *Payments) Wrap(route string, next http.Handler, fail ErrorWriter) http.Handler {
 	if !p.Enabled() {
 		return next
 	}
@@ -125,30 +132,30 @@ func (p *Payments) Wrap(route string, next http.Handler) http.Handler {
 		panic(fmt.Sprintf("x402: route %q has no price in the payment config", route))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.serve(w, r, o, next)
+		p.serve(w, r, o, next, fail)
 	})
 }
 
 // serve is one request to a priced route; doc.go draws its sequence.
-func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next http.Handler) {
+func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next http.Handler, fail ErrorWriter) {
 	ctx := r.Context()
 	header := r.Header.Get(HeaderPaymentSignature)
 	if header == "" {
 		if r.Header.Get(HeaderPaymentV1) != "" {
-			p.challenge(w, r, o, reject(ReasonV1Unsupported, "x402 v1 (X-PAYMENT) is not accepted; pay with x402 v2 (PAYMENT-SIGNATURE)"), nil)
+			p.challenge(w, r, fail, o, reject(ReasonV1Unsupported, "x402 v1 (X-PAYMENT) is not accepted; pay with x402 v2 (PAYMENT-SIGNATURE)"), nil)
 			return
 		}
-		p.challenge(w, r, o, reject(ReasonMissing, "PAYMENT-SIGNATURE header is required"), nil)
+		p.challenge(w, r, fail, o, reject(ReasonMissing, "PAYMENT-SIGNATURE header is required"), nil)
 		return
 	}
 	payload, err := DecodePaymentHeader(header)
 	if err != nil {
-		p.challenge(w, r, o, reject(ReasonInvalidPayload, "PAYMENT-SIGNATURE: %v", err), nil)
+		p.challenge(w, r, fail, o, reject(ReasonInvalidPayload, "PAYMENT-SIGNATURE: %v", err), nil)
 		return
 	}
 	checked, rej := o.check(payload, p.now(), p.cfg.ValidityMargin)
 	if rej != nil {
-		p.challenge(w, r, o, rej, nil)
+		p.challenge(w, r, fail, o, rej, nil)
 		return
 	}
 	payer := strings.ToLower(checked.Payer.String())
@@ -157,7 +164,7 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 
 	key := payer + "/" + nonce
 	if !p.inflight.claim(key) {
-		p.challenge(w, r, o, reject(ReasonInFlight, "this payment is already being processed by another request"), nil)
+		p.challenge(w, r, fail, o, reject(ReasonInFlight, "this payment is already being processed by another request"), nil)
 		return
 	}
 	defer p.inflight.release(key)
@@ -168,25 +175,25 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 	fresh, err := p.nonces.UseNonce(ctx, payer, nonce)
 	if err != nil {
 		log.Error("x402: nonce store", "err", err)
-		writeError(w, http.StatusInternalServerError, boxer.Errorf(boxer.ECodeInternal, "internal error; you were not charged"))
+		fail(w, r, boxer.Errorf(boxer.ECodeInternal, "internal error; you were not charged"))
 		return
 	}
 	if !fresh {
-		p.challenge(w, r, o, reject(ReasonReplay, "this payment (payer and nonce) was already used; sign a new one"), nil)
+		p.challenge(w, r, fail, o, reject(ReasonReplay, "this payment (payer and nonce) was already used; sign a new one"), nil)
 		return
 	}
 
 	vr, err := p.fac.Verify(ctx, payload, o.req)
 	if err != nil {
 		log.Warn("x402: verify", "err", err)
-		writeError(w, http.StatusServiceUnavailable, boxer.Errorf(boxer.ECodeUnavailable, "payment facilitator unavailable; you were not charged"))
+		fail(w, r, boxer.Errorf(boxer.ECodeUnavailable, "payment facilitator unavailable; you were not charged"))
 		return
 	}
 	if !vr.IsValid {
 		// The facilitator's message can hold a raw contract revert; the
 		// caller gets its reason code, the log gets the rest.
 		log.Info("x402: verify refused", "reason", vr.InvalidReason, "message", vr.InvalidMessage)
-		p.challenge(w, r, o, reject(ReasonVerifyFailed, "facilitator refused the payment: %s", orUnknown(vr.InvalidReason)), nil)
+		p.challenge(w, r, fail, o, reject(ReasonVerifyFailed, "facilitator refused the payment: %s", orUnknown(vr.InvalidReason)), nil)
 		return
 	}
 
@@ -210,12 +217,12 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 		// withheld all the same; the log line lets an operator reconcile.
 		log.Error("x402: settle", "err", err)
 		failed := &SettleResponse{Success: false, ErrorReason: ReasonSettlementFailed, Network: o.req.Network, Payer: checked.Payer.String()}
-		p.challenge(w, r, o, reject(ReasonSettlementFailed, "settlement could not be completed; the output is withheld"), failed)
+		p.challenge(w, r, fail, o, reject(ReasonSettlementFailed, "settlement could not be completed; the output is withheld"), failed)
 		return
 	}
 	if !sr.Success {
 		log.Warn("x402: settlement refused", "reason", sr.ErrorReason, "message", sr.ErrorMessage, "tx", sr.Transaction)
-		p.challenge(w, r, o, reject(ReasonSettlementFailed, "settlement failed: %s; the output is withheld", orUnknown(sr.ErrorReason)), sr)
+		p.challenge(w, r, fail, o, reject(ReasonSettlementFailed, "settlement failed: %s; the output is withheld", orUnknown(sr.ErrorReason)), sr)
 		return
 	}
 	receipt := SettleResponse{Success: true, Transaction: sr.Transaction, Network: sr.Network, Payer: sr.Payer}
@@ -256,7 +263,7 @@ func orUnknown(reason string) string {
 // error field, in the PAYMENT-REQUIRED header and as the JSON body. A failed
 // settlement also goes back in PAYMENT-RESPONSE, as the HTTP transport spec
 // shows.
-func (p *Payments) challenge(w http.ResponseWriter, r *http.Request, o *offer, rej *Rejection, settle *SettleResponse) {
+func (p *Payments) challenge(w http.ResponseWriter, r *http.Request, fail ErrorWriter, o *offer, rej *Rejection, settle *SettleResponse) {
 	if rej.Reason != ReasonMissing {
 		p.log.Debug("x402: payment refused", "route", o.route.Path, "reason", rej.Reason, "message", rej.Message)
 	}
@@ -264,7 +271,7 @@ func (p *Payments) challenge(w http.ResponseWriter, r *http.Request, o *offer, r
 	h := w.Header()
 	enc, err := EncodeHeader(pr)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, boxer.Errorf(boxer.ECodeInternal, "internal error"))
+		fail(w, r, boxer.Errorf(boxer.ECodeInternal, "internal error"))
 		return
 	}
 	h.Set(HeaderPaymentRequired, enc)
@@ -282,14 +289,6 @@ func (p *Payments) challenge(w http.ResponseWriter, r *http.Request, o *offer, r
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusPaymentRequired)
 	_ = json.NewEncoder(w).Encode(pr)
-}
-
-// writeError answers with boxer's edge error shape.
-func writeError(w http.ResponseWriter, status int, e *boxer.Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]*boxer.Error{"error": e})
 }
 
 // bufferedResponse holds a handler's answer until the payment is settled.

@@ -115,7 +115,7 @@ func newRig(t *testing.T, fac *fakeFacilitator, status int) *rig {
 		t.Fatal(err)
 	}
 	rg.pay = p
-	rg.srv = p.Wrap("/v1/exec", rg.handler)
+	rg.srv = p.Wrap("/v1/exec", rg.handler, testFail)
 	return rg
 }
 
@@ -376,7 +376,7 @@ func TestConcurrentDuplicateRunsOnce(t *testing.T) {
 	fac := newFakeFacilitator()
 	rg := newRig(t, fac, 200)
 	bh := &blockingHandler{entered: make(chan struct{}, 2), release: make(chan struct{})}
-	srv := rg.pay.Wrap("/v1/exec", bh)
+	srv := rg.pay.Wrap("/v1/exec", bh, testFail)
 	h := paidHeader(t, newWallet(t), rg.offer)
 	send := func() *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodPost, "http://boxer.test/v1/exec", nil)
@@ -414,7 +414,7 @@ func TestModeOffIsFree(t *testing.T) {
 	}
 	h := &countingHandler{status: 200}
 	w := httptest.NewRecorder()
-	p.Wrap("/v1/exec", h).ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/exec", nil))
+	p.Wrap("/v1/exec", h, testFail).ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/exec", nil))
 	if w.Code != 200 || h.count() != 1 {
 		t.Fatalf("status %d, calls %d", w.Code, h.count())
 	}
@@ -427,7 +427,7 @@ func TestWrapUnknownRoutePanics(t *testing.T) {
 			t.Fatal("no panic for an unpriced route")
 		}
 	}()
-	rg.pay.Wrap("/v1/free-lunch", rg.handler)
+	rg.pay.Wrap("/v1/free-lunch", rg.handler, testFail)
 }
 
 func TestNewNeedsNonceStore(t *testing.T) {
