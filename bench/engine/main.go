@@ -19,7 +19,11 @@ import (
 
 	"boxer"
 	"boxer/internal/sandbox"
+	"boxer/internal/sandbox/nsinit"
 )
+
+// A sandbox's pid 1 is this binary started again (see nsinit.Init).
+func init() { nsinit.Init() }
 
 func main() {
 	n := flag.Int("n", 100, "runs of each kind")

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"syscall"
 
+	"boxer/internal/sandbox/nsinit"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -28,6 +30,10 @@ Run 'boxer <command> -h' for a command's flags.
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
+
+// A sandbox's pid 1 is this binary started again (see nsinit.Init): it
+// becomes pid 1 here, before main and before any goroutine of boxer's.
+func init() { nsinit.Init() }
 
 func main() {
 	keepInheritedFDs()

@@ -10,7 +10,11 @@ import (
 
 	"boxer"
 	"boxer/internal/sandbox"
+	"boxer/internal/sandbox/nsinit"
 )
+
+// A sandbox's pid 1 is this test binary started again (see nsinit.Init).
+func init() { nsinit.Init() }
 
 func newTestPool(t *testing.T, cfg Config) *Pool {
 	t.Helper()

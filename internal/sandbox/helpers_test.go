@@ -9,7 +9,11 @@ import (
 	"time"
 
 	"boxer"
+	"boxer/internal/sandbox/nsinit"
 )
+
+// A sandbox's pid 1 is this test binary started again (see nsinit.Init).
+func init() { nsinit.Init() }
 
 // newTestEngine starts an engine with its own state dir and cgroup, so
 // tests never touch a running boxer's. It needs root: sandboxes are real.

@@ -11,10 +11,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The re-exec entry. It runs before main in every binary that links this
-// package, and does nothing unless this process was started as a sandbox's
-// pid 1.
-func init() {
+// Init is the re-exec entry: when this process was started as a sandbox's
+// pid 1 (argv[0] is Arg0) it becomes it and never returns; otherwise it
+// returns at once. Every binary that runs sandboxes calls it from an init
+// function of its main package (and its tests' packages from one of their
+// test files), where a reader looks for what takes over a process, as
+// runc's main does; a library's own init would do it unseen in every
+// binary that links the package.
+func Init() {
 	if len(os.Args) == 0 || os.Args[0] != Arg0 {
 		return
 	}
