@@ -123,6 +123,11 @@ func (e *Engine) openStateDir() error {
 	if err := os.MkdirAll(e.runsDir, 0o711); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
+	// MkdirAll's mode is cut by the umask (0077 would make it 0700, and
+	// no sandbox could reach its mount points).
+	if err := os.Chmod(e.runsDir, 0o711); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
 	entries, err := os.ReadDir(e.runsDir)
 	if err != nil {
 		return fmt.Errorf("state dir: %w", err)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"boxer"
+
+	"golang.org/x/sys/unix"
 )
 
 // pyCheck is a Python program that prints one line per probe; each test
@@ -242,5 +244,25 @@ print(q)`, "1024", boxer.Limits{}},
 				}
 			})
 		}
+	}
+}
+
+// A run does not depend on the umask boxer was started with: under 077 the
+// mount points stay reachable, and the program gets umask 022 and its
+// files 0644 in 0755 directories, on both paths.
+func TestBoxersUmaskDoesNotReachRuns(t *testing.T) {
+	old := unix.Umask(0o077)
+	defer unix.Umask(old)
+	_, paths := bothPaths(t, nil)
+	code := "import os, stat\nm = os.umask(0); print(oct(m), oct(stat.S_IMODE(os.stat('main.py').st_mode)), oct(stat.S_IMODE(os.stat('d').st_mode)), open('d/f.txt').read())"
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			job := pyJob(code, boxer.Limits{})
+			job.Files = append(job.Files, boxer.File{Path: "d/f.txt", Content: []byte("x")})
+			res := p.run(t, job)
+			if got, want := strings.TrimSpace(string(res.Stdout.Data)), "0o22 0o644 0o755 x"; res.Status != boxer.StatusOK || got != want {
+				t.Fatalf("status %s stdout %q, want ok %q\nstderr: %s", res.Status, got, want, res.Stderr.Data)
+			}
+		})
 	}
 }

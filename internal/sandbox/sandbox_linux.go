@@ -87,8 +87,12 @@ func (e *Engine) prepareWith(ctx context.Context, lim boxer.Limits, ids idMap, o
 		}
 	}()
 	// 0711: the sandbox's pid 1, an unprivileged host uid, must be able to
-	// reach the mount points below by path, and nothing more.
+	// reach the mount points below by path, and nothing more. Chmod too:
+	// Mkdir's mode is cut by the umask, which may be 077.
 	if err := os.Mkdir(sb.dir, 0o711); err != nil {
+		return sb, fmt.Errorf("create sandbox dir: %w", err)
+	}
+	if err := os.Chmod(sb.dir, 0o711); err != nil {
 		return sb, fmt.Errorf("create sandbox dir: %w", err)
 	}
 	for _, d := range []string{"root", "work"} {

@@ -100,7 +100,12 @@ func writeFilesHere(dirfd int, files []boxer.File) error {
 			return boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: %v", f.Path, describe(err))
 		}
 		w := os.NewFile(uintptr(fd), f.Path)
-		_, err = w.Write(f.Content)
+		// The mode, not boxer's umask: a cold run's files are as a warm
+		// run's, however boxer was started.
+		err = unix.Fchmod(fd, 0o644)
+		if err == nil {
+			_, err = w.Write(f.Content)
+		}
 		w.Close()
 		if errors.Is(err, unix.ENOSPC) {
 			return boxer.Errorf(boxer.ECodeInvalidRequest, "files do not fit in the work dir's disk limit")
@@ -121,6 +126,15 @@ func mkdirAllAt(dirfd int, rel string) error {
 		return err
 	}
 	err := unix.Mkdirat(dirfd, rel, 0o755)
+	if err == nil {
+		// The mode, not boxer's umask; through an fd, never a symlink.
+		fd, err := unix.Openat(dirfd, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return describe(err)
+		}
+		defer unix.Close(fd)
+		return describe(unix.Fchmod(fd, 0o755))
+	}
 	if errors.Is(err, unix.EEXIST) {
 		var st unix.Stat_t
 		if serr := unix.Fstatat(dirfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW); serr == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {

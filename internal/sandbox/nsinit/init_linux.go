@@ -35,6 +35,10 @@ func Init() {
 // the package doc, as root of a fresh user namespace that owns fresh mount,
 // PID, network, IPC and UTS namespaces, on a locked OS thread.
 func Main() {
+	// A run's umask is 022, whatever boxer was started with: the mount
+	// points made below must be searchable by the program's uid, and the
+	// program sees what it would see on a fresh login.
+	unix.Umask(0o022)
 	report := os.NewFile(FDReport, "report")
 	dec := json.NewDecoder(os.NewFile(FDSpec, "spec"))
 
