@@ -21,7 +21,9 @@ const doctorUsage = `usage: boxer doctor [flags]
 
 Checks that this host can run sandboxes with every protection boxer is
 configured for, prints one line per check, and exits 1 with an explanation
-when it cannot. It runs a real sandbox and inspects it from the inside.
+when it cannot, followed by the fix for each failure where boxer runs
+(systemd, Docker, Podman, Kubernetes, or a plain host). It runs a real
+sandbox and inspects it from the inside.
 `
 
 func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -30,17 +32,21 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !ef.parse(args) {
 		return 2
 	}
+	// Before the cgroup probe moves boxer into a leaf of its own.
+	env := detectEnv(readEnvFacts(os.Getenv, exists, os.ReadFile))
 	checks := hostChecks(cfg)
 	if allOK(checks) {
 		cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		e, err := sandbox.New(ctx, *cfg)
 		if err != nil {
-			checks = append(checks, sandbox.Check{Name: "engine starts", Detail: err.Error()})
+			checks = append(checks, finding{sandbox.Check{Name: "engine starts", Detail: err.Error()}, engineProblem(err)})
 		} else {
 			rt := e.Runtime()
-			checks = append(checks, sandbox.Check{Name: "python runtime", OK: true,
-				Detail: fmt.Sprintf("%s %s at %s", rt.Name, rt.Version, rt.Path)})
-			checks = append(checks, e.SelfTest(ctx)...)
+			checks = append(checks, finding{Check: sandbox.Check{Name: "python runtime", OK: true,
+				Detail: fmt.Sprintf("%s %s at %s", rt.Name, rt.Version, rt.Path)}})
+			for _, c := range e.SelfTest(ctx) {
+				checks = append(checks, finding{c, selfTestProblem(c)})
+			}
 			e.Close()
 		}
 	}
@@ -53,13 +59,21 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if !allOK(checks) {
 		fmt.Fprintln(stdout, "\nboxer cannot isolate programs safely on this host: fix the FAIL lines above.")
+		printFixes(stdout, env, checks)
 		return 1
 	}
 	fmt.Fprintln(stdout, "\nthis host can run boxer sandboxes with every configured protection.")
 	return 0
 }
 
-func allOK(checks []sandbox.Check) bool {
+// finding is one line of the doctor's report and, when it failed, the kind
+// of problem it shows, which decides the fix printed for it (see fixes).
+type finding struct {
+	sandbox.Check
+	problem problem
+}
+
+func allOK(checks []finding) bool {
 	for _, c := range checks {
 		if !c.OK {
 			return false
@@ -68,55 +82,129 @@ func allOK(checks []sandbox.Check) bool {
 	return true
 }
 
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
 // hostChecks look at the kernel's features before any sandbox is tried,
 // so that a failure names its cause rather than a setup step.
-func hostChecks(cfg *sandbox.Config) []sandbox.Check {
-	var checks []sandbox.Check
-	add := func(name string, err error, ok string) {
-		c := sandbox.Check{Name: name, OK: err == nil, Detail: ok}
+func hostChecks(cfg *sandbox.Config) []finding {
+	var checks []finding
+	add := func(name string, err error, ok string, p problem) {
+		c := finding{sandbox.Check{Name: name, OK: err == nil, Detail: ok}, probNone}
 		if err != nil {
-			c.Detail = err.Error()
+			c.Detail, c.problem = err.Error(), p
 		}
 		checks = append(checks, c)
 	}
 	var uts unix.Utsname
 	_ = unix.Uname(&uts)
-	add("kernel", nil, unix.ByteSliceToString(uts.Release[:]))
+	add("kernel", nil, unix.ByteSliceToString(uts.Release[:]), probNone)
+	root := os.Geteuid() == 0
 	var rootErr error
-	if os.Geteuid() != 0 {
+	if !root {
 		rootErr = errors.New("boxer must run as root: it creates namespaces, cgroups and mounts for each sandbox")
 	}
-	add("root", rootErr, "running as root")
-	add("user namespaces", userNamespaces(), "enabled")
+	add("root", rootErr, "running as root", probRoot)
+	if root {
+		detail, err := capabilities(effectiveCaps())
+		add("capabilities", err, detail, probCaps)
+	}
+	detail, err := userNamespaces(os.ReadFile)
+	add("user namespaces", err, detail, probUserNS)
 	for _, ns := range []string{"mnt", "pid", "net", "ipc", "uts", "cgroup", "user"} {
 		_, err := os.Stat("/proc/self/ns/" + ns)
 		if err != nil {
 			err = fmt.Errorf("this kernel has no %s namespaces", ns)
 		}
-		add(ns+" namespace", err, "available")
+		add(ns+" namespace", err, "available", probKernel)
 	}
-	add("seccomp", seccompAvailable(), "filter mode available")
+	add("seccomp", seccompAvailable(), "filter mode available", probKernel)
 	mgr, err := cgroup.New(cgroup.Options{Parent: cfg.CgroupParent, Name: "boxer-doctor"})
 	if err == nil {
 		err = mgr.Check()
 		p := mgr.Placement()
-		add("cgroups", err, fmt.Sprintf("%s, controllers cpu, memory, pids usable; runs under %s, in %s", mgr.Version(), filepath.Dir(p.Base), p.How))
+		ok := fmt.Sprintf("%s, controllers cpu, memory, pids usable; runs under %s, in %s", mgr.Version(), filepath.Dir(p.Base), p.How)
+		if err != nil {
+			add("cgroups", err, "", cgroupProblem(err))
+		} else {
+			add("cgroups", nil, ok, probNone)
+		}
 		_ = mgr.Close() // the probe's base is left empty: remove it
 	} else {
-		add("cgroups", err, "")
+		add("cgroups", err, "", cgroupProblem(err))
 	}
 	return checks
 }
 
-func userNamespaces() error {
-	b, err := os.ReadFile("/proc/sys/user/max_user_namespaces")
+// neededCaps are the capabilities without which boxer starts no sandbox;
+// deploy/systemd/boxer.service says what fails without each.
+var neededCaps = []struct {
+	bit  uint
+	name string
+	use  string
+}{
+	{unix.CAP_SYS_ADMIN, "CAP_SYS_ADMIN", "mounts"},
+	{unix.CAP_SETUID, "CAP_SETUID", "uid maps"},
+	{unix.CAP_SETGID, "CAP_SETGID", "gid maps"},
+}
+
+// capabilities checks boxer's effective capability set eff (a bit per
+// capability) against neededCaps, and says whether boxer can read back
+// artifacts a program made unreadable: CAP_DAC_READ_SEARCH or
+// CAP_DAC_OVERRIDE. Without either, runs work but such artifacts come
+// back refused, so that alone does not fail the check.
+func capabilities(eff uint64) (string, error) {
+	var have, missing []string
+	for _, c := range neededCaps {
+		if eff&(1<<c.bit) != 0 {
+			have = append(have, c.name)
+		} else {
+			missing = append(missing, c.name+" ("+c.use+")")
+		}
+	}
+	if len(missing) > 0 {
+		return "", fmt.Errorf("missing %s", strings.Join(missing, ", "))
+	}
+	switch {
+	case eff&(1<<unix.CAP_DAC_OVERRIDE) != 0:
+		have = append(have, "CAP_DAC_OVERRIDE")
+	case eff&(1<<unix.CAP_DAC_READ_SEARCH) != 0:
+		have = append(have, "CAP_DAC_READ_SEARCH")
+	default:
+		return strings.Join(have, ", ") + "; neither CAP_DAC_READ_SEARCH nor CAP_DAC_OVERRIDE: artifacts a program made unreadable come back refused", nil
+	}
+	return strings.Join(have, ", "), nil
+}
+
+// effectiveCaps is this thread's effective capability set.
+func effectiveCaps() uint64 {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return 0
+	}
+	return uint64(data[0].Effective) | uint64(data[1].Effective)<<32
+}
+
+// userNamespaces checks that the kernel lets boxer make user namespaces,
+// reading /proc/sys through readFile. Ubuntu's (24.04 on)
+// kernel.apparmor_restrict_unprivileged_userns is reported, not failed:
+// it restricts processes without CAP_SYS_ADMIN, which boxer has (the
+// capabilities check fails otherwise).
+func userNamespaces(readFile func(string) ([]byte, error)) (string, error) {
+	b, err := readFile("/proc/sys/user/max_user_namespaces")
 	if err != nil {
-		return fmt.Errorf("cannot read user.max_user_namespaces: %w", err)
+		return "", fmt.Errorf("cannot read user.max_user_namespaces: %w", err)
 	}
 	if strings.TrimSpace(string(b)) == "0" {
-		return errors.New("user.max_user_namespaces is 0: set it above 0 (sysctl -w user.max_user_namespaces=10000)")
+		return "", errors.New("user.max_user_namespaces is 0: set it above 0 (sysctl -w user.max_user_namespaces=15000)")
 	}
-	return nil
+	if b, err := readFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
+		return "enabled (kernel.apparmor_restrict_unprivileged_userns=1 applies only to processes without CAP_SYS_ADMIN)", nil
+	}
+	return "enabled", nil
 }
 
 func seccompAvailable() error {
