@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up this Debian/Ubuntu host for the tests and runs every check and
 # test: gofmt and vet, the x402 end-to-end test with the protocol's official
-# client, each fuzz target briefly, the soak at CI size, and go test. Needs
+# client, each fuzz target briefly, the soak at CI size, go test, and the
+# quick suite in cgroup-v2 qemu guests (test/guest). Needs
 # root (the tests run real sandboxes). FUZZTIME, SOAK_N and SOAK_C size
 # the fuzzing and the soak.
 set -euo pipefail
@@ -31,3 +32,7 @@ go test -run '^$' -fuzz '^FuzzDecodePaymentHeader$' -fuzztime "$fuzztime" ./inte
 go run ./bench/soak -n "${SOAK_N:-90}" -c "${SOAK_C:-8}"
 
 go test -count=1 -timeout 20m ./...
+
+# This host may be cgroup v1; production hosts are v2. The quick suite on
+# Debian's 6.1 and 6.12 kernels, and on 6.1 with systemd as init.
+./test/guest/run.sh --suite quick

@@ -1,0 +1,84 @@
+# The cases of the systemd suite, sourced by suite.sh in a guest whose PID 1
+# is the host's own systemd (booted with boxer.init=systemd): what a
+# Debian or Ubuntu host with systemd does when boxer is started there.
+
+# wait_gone UNIT waits, bounded, until systemd has collected UNIT.
+wait_gone() {
+  for _ in $(seq 100); do
+    [ "$(systemctl show -P LoadState "$1")" = not-found ] && return 0
+    sleep 0.1
+  done
+  echo "$1 is still loaded: $(systemctl show -P ActiveState "$1")"
+  return 1
+}
+
+# A login shell's session: boxer shares a scope with other processes, so it
+# asks systemd over D-Bus for a delegated scope of its own, which systemd
+# removes once boxer has gone.
+systemd_login_scope() {
+  local rc log=$out/login-scope.doctor
+  systemd-run --scope --quiet --unit=session-test.scope \
+    sh -c 'sleep 600 & other=$!; "$1" doctor; rc=$?; kill $other; exit $rc' sh "$boxer" >"$log" 2>&1
+  rc=$?
+  cat "$log"
+  echo "boxer doctor exited $rc"
+  grep -q "systemd transient scope boxer-doctor-[0-9]*.scope (Delegate=yes)" "$log" ||
+    { echo "doctor's cgroups line does not name a systemd scope"; rc=1; }
+  local scope
+  scope=$(grep -o "boxer-doctor-[0-9]*\.scope" "$log" | head -1)
+  [ -z "$scope" ] || wait_gone "$scope" || rc=1
+  return $rc
+}
+
+# The operators' unit, deploy/systemd/boxer.service, as the README installs
+# it (with the binary of this run): it starts, serves, finds its runs'
+# cgroups in its own delegated cgroup, and stops cleanly.
+systemd_unit() {
+  local rc=0 d=/etc/systemd/system/boxer.service.d
+  cp "$repo/deploy/systemd/boxer.service" /etc/systemd/system/boxer.service || return
+  mkdir -p $d
+  printf '[Service]\nExecStart=\nExecStart=%s serve\nEnvironment=BOXER_ADDR=127.0.0.1:18081\n' "$boxer" >$d/guest.conf
+  systemctl daemon-reload || return
+  systemctl start boxer || { systemctl status boxer --no-pager; journalctl -u boxer --no-pager | tail -30; return 1; }
+  python3 - <<'PY' || rc=1
+import json, sys, time, urllib.request
+base = "http://127.0.0.1:18081"
+deadline = time.monotonic() + 300  # the warm pool's imports are slow under TCG
+while True:
+    try:
+        with urllib.request.urlopen(base + "/readyz", timeout=5) as r:
+            if r.status == 200:
+                break
+    except OSError:
+        pass
+    if time.monotonic() > deadline:
+        sys.exit("/readyz not 200 within 300 s")
+    time.sleep(0.2)
+req = urllib.request.Request(base + "/v1/exec", method="POST",
+    data=json.dumps({"code": "print(2+2)", "language": "python"}).encode(),
+    headers={"Content-Type": "application/json"})
+with urllib.request.urlopen(req, timeout=120) as r:
+    body = json.load(r)
+print(json.dumps(body))
+if body.get("result", {}).get("stdout") != "4\n":
+    sys.exit("stdout is not 4\\n")
+PY
+  local cg main
+  cg=/sys/fs/cgroup$(systemctl show -P ControlGroup boxer)
+  main=$(systemctl show -P MainPID boxer)
+  echo "unit cgroup $cg, main pid $main"
+  [ "$cg" = /sys/fs/cgroup/system.slice/boxer.service ] || { echo "want /system.slice/boxer.service"; rc=1; }
+  grep -qx "$main" "$cg/boxer-supervisor/cgroup.procs" || { echo "boxer is not in $cg/boxer-supervisor"; rc=1; }
+  [ -d "$cg/boxer" ] || { echo "no base $cg/boxer for the runs"; rc=1; }
+  journalctl -u boxer --no-pager -o cat | grep -m1 '"msg":"serving"'
+  systemctl stop boxer
+  local result
+  result=$(systemctl show -P Result boxer)
+  echo "stopped: Result=$result"
+  [ "$result" = success ] || { journalctl -u boxer --no-pager | tail -30; rc=1; }
+  [ ! -d "$cg" ] || { echo "$cg left after stop"; find "$cg" -type d; rc=1; }
+  return $rc
+}
+
+check systemd-login-scope systemd_login_scope
+check systemd-unit systemd_unit
