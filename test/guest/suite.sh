@@ -17,7 +17,7 @@ repo=$BOXER_REPO
 run=$BOXER_RUN
 boxer=$run/bin/boxer # built on the host: the guest has no Go toolchain
 tests=$run/tests
-out=/tmp/suite # the guest's tmpfs: the repo and the run folder are read-only
+out=/run/boxer-suite # tmpfs: the repo and the run folder are read-only, and under systemd a unit it starts may mount a new /tmp
 mkdir -p "$out"
 passed=0 failed=0
 
