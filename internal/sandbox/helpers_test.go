@@ -2,14 +2,20 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"boxer"
 	"boxer/internal/sandbox/nsinit"
+
+	"golang.org/x/sys/unix"
 )
 
 // A sandbox's pid 1 is this test binary started again (see nsinit.Init).
@@ -111,4 +117,32 @@ func runJob(t *testing.T, e *Engine, job *boxer.Job) *boxer.Result {
 		t.Fatalf("Run: %v", err)
 	}
 	return res
+}
+
+// requireIOUring skips unless io_uring is open to all: nothing can be
+// pinned without it. Kernels before 6.6 have no io_uring_disabled sysctl,
+// and there it is always open.
+func requireIOUring(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/kernel/io_uring_disabled")
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil || strings.TrimSpace(string(b)) != "0" {
+		t.Skipf("io_uring is not open to all on this kernel (io_uring_disabled %q, %v): nothing can be pinned", b, err)
+	}
+}
+
+// kernelAtLeast reports whether the running kernel is major.minor or newer.
+func kernelAtLeast(t *testing.T, major, minor int) bool {
+	t.Helper()
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		t.Fatal(err)
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(uts.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		t.Fatalf("kernel release %q: %v", uts.Release, err)
+	}
+	return ma > major || ma == major && mi >= minor
 }

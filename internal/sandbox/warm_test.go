@@ -272,9 +272,7 @@ print(same > 0, differ)
 // the pinning reaches a job: no io_uring descriptor, no pinned memory of
 // its own, and io_uring refused.
 func TestZygotePinsLearnedPages(t *testing.T) {
-	if b, err := os.ReadFile("/proc/sys/kernel/io_uring_disabled"); err != nil || strings.TrimSpace(string(b)) != "0" {
-		t.Skipf("io_uring is not open to all on this kernel (io_uring_disabled %q, %v): nothing can be pinned", b, err)
-	}
+	requireIOUring(t)
 	e := newTestEngine(t, nil)
 	z := newTestZygote(t, e)
 	if z.LearnedPages == 0 || z.PinnedPages != z.LearnedPages {
