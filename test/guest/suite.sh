@@ -137,35 +137,7 @@ serve_exec() {
   dir=$(mktemp -d)
   "$boxer" serve --addr 127.0.0.1:18080 --state-dir /run/boxer-serve --data-dir "$dir/data" >"$dir/serve.log" 2>&1 &
   pid=$!
-  python3 - "$pid" <<'PY'
-import json, os, sys, time, urllib.request
-pid, base = int(sys.argv[1]), "http://127.0.0.1:18080"
-# Bounded wait for readiness: the warm pool imports numpy and pandas first,
-# which takes a while under TCG.
-deadline = time.monotonic() + 300
-while True:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        sys.exit("boxer serve exited before it was ready")
-    try:
-        with urllib.request.urlopen(base + "/readyz", timeout=5) as r:
-            if r.status == 200:
-                break
-    except OSError:
-        pass
-    if time.monotonic() > deadline:
-        sys.exit("/readyz not 200 within 300 s")
-    time.sleep(0.2)
-req = urllib.request.Request(base + "/v1/exec", method="POST",
-    data=json.dumps({"code": "print(2+2)", "language": "python"}).encode(),
-    headers={"Content-Type": "application/json"})
-with urllib.request.urlopen(req, timeout=120) as r:
-    body = json.load(r)
-print(json.dumps(body))
-if body.get("result", {}).get("stdout") != "4\n":
-    sys.exit("stdout is not 4\\n")
-PY
+  python3 "$repo/test/guest/exec.py" http://127.0.0.1:18080 "$pid"
   rc=$?
   kill -TERM "$pid"
   for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done

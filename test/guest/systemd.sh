@@ -40,29 +40,7 @@ systemd_unit() {
   printf '[Service]\nExecStart=\nExecStart=%s serve\nEnvironment=BOXER_ADDR=127.0.0.1:18081\n' "$boxer" >$d/guest.conf
   systemctl daemon-reload || return
   systemctl start boxer || { systemctl status boxer --no-pager; journalctl -u boxer --no-pager | tail -30; return 1; }
-  python3 - <<'PY' || rc=1
-import json, sys, time, urllib.request
-base = "http://127.0.0.1:18081"
-deadline = time.monotonic() + 300  # the warm pool's imports are slow under TCG
-while True:
-    try:
-        with urllib.request.urlopen(base + "/readyz", timeout=5) as r:
-            if r.status == 200:
-                break
-    except OSError:
-        pass
-    if time.monotonic() > deadline:
-        sys.exit("/readyz not 200 within 300 s")
-    time.sleep(0.2)
-req = urllib.request.Request(base + "/v1/exec", method="POST",
-    data=json.dumps({"code": "print(2+2)", "language": "python"}).encode(),
-    headers={"Content-Type": "application/json"})
-with urllib.request.urlopen(req, timeout=120) as r:
-    body = json.load(r)
-print(json.dumps(body))
-if body.get("result", {}).get("stdout") != "4\n":
-    sys.exit("stdout is not 4\\n")
-PY
+  python3 "$repo/test/guest/exec.py" http://127.0.0.1:18081 0 || rc=1
   local cg main
   cg=/sys/fs/cgroup$(systemctl show -P ControlGroup boxer)
   main=$(systemctl show -P MainPID boxer)
