@@ -195,7 +195,7 @@ for k in "${labels[@]}"; do
   wall[$k]=$((SECONDS - start))
 done
 
-status=0
+status=0 total_passed=0 total_failed=0
 echo
 echo "=== boxer guest summary (suite $suite)"
 for k in "${labels[@]}"; do
@@ -205,11 +205,16 @@ for k in "${labels[@]}"; do
   marker=$(grep -E '^boxer-guest: result [0-9]+ passed, [0-9]+ failed$' "$c" || true)
   if [ -z "$marker" ]; then
     echo "  no result marker: the guest crashed, hung or its init failed"
+    total_failed=$((total_failed + 1)) # the guest itself, as one
     grep -m3 -E 'Kernel panic|Oops|boxer-guest: init:|killed after' "$c" | sed 's/^/  /' || true
     status=1
   else
     echo "  ${marker#boxer-guest: }"
+    read -r _ _ p _ f _ <<<"$marker"
+    total_passed=$((total_passed + p)) total_failed=$((total_failed + f))
     case "$marker" in *" 0 failed") ;; *) status=1 ;; esac
   fi
 done
+# The plain closing line, for readers of CI's output.
+echo "guest: $total_passed passed, $total_failed failed"
 exit $status
