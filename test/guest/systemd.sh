@@ -37,7 +37,10 @@ systemd_unit() {
   local rc=0 d=/etc/systemd/system/boxer.service.d
   cp "$repo/deploy/systemd/boxer.service" /etc/systemd/system/boxer.service || return
   mkdir -p $d
-  printf '[Service]\nExecStart=\nExecStart=%s serve\nEnvironment=BOXER_ADDR=127.0.0.1:18081\n' "$boxer" >$d/guest.conf
+  # The binary where the unit can see it: PrivateTmp= hides a run folder
+  # below /tmp (a CI clone's), ProtectHome= one below /root or /home.
+  mkdir -p /opt/boxer && cp "$boxer" /opt/boxer/boxer || return
+  printf '[Service]\nExecStart=\nExecStart=/opt/boxer/boxer serve\nEnvironment=BOXER_ADDR=127.0.0.1:18081\n' >$d/guest.conf
   systemctl daemon-reload || return
   systemctl start boxer || { systemctl status boxer --no-pager; journalctl -u boxer --no-pager | tail -30; return 1; }
   python3 "$repo/test/guest/exec.py" http://127.0.0.1:18081 0 || rc=1
