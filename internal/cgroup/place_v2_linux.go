@@ -60,7 +60,7 @@ func placeV2(f fsys, l layout, opts Options) (home, how string, err error) {
 	// A second Manager in one process (doctor's probe, then the engine;
 	// tests) finds boxer in the leaf the first one moved it to.
 	if up := filepath.Dir(self); strings.HasSuffix(self, "-supervisor") && enabled(up) {
-		return up, "the cgroup boxer had already moved into " + filepath.Base(self) + " of", nil
+		return up, "the cgroup above " + filepath.Base(self) + ", which boxer had already moved into", nil
 	}
 	err = enableControllers(f, self)
 	if err == nil {

@@ -185,7 +185,7 @@ func TestV2Placement(t *testing.T) {
 		{
 			name: "a second manager in one process: boxer stays in its leaf",
 			self: "/system.slice/boxer.service/a-supervisor", procs: "4242", enabled: "/system.slice/boxer.service",
-			wantHome: "/system.slice/boxer.service", wantHow: "already moved into a-supervisor",
+			wantHome: "/system.slice/boxer.service", wantHow: "above a-supervisor, which boxer had already moved into",
 			wantProcs:  map[string]string{"/system.slice/boxer.service/a-supervisor": "4242"},
 			wantAbsent: []string{"/system.slice/boxer.service/a-supervisor/b-supervisor", "/system.slice/boxer.service/b-supervisor"},
 		},
