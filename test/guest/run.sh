@@ -6,7 +6,7 @@
 #
 # Needs root (apt-get, virtiofsd). Environment: BOXER_GUEST_CACHE (default
 # .cache/guest in the repo), BOXER_GUEST_TIMEOUT (per kernel; 8m quick,
-# 20m full), BOXER_GUEST_MEM (2G), BOXER_GUEST_KVM=1 to use KVM instead of
+# 60m full), BOXER_GUEST_MEM (2G), BOXER_GUEST_KVM=1 to use KVM instead of
 # TCG (a KVM guest hangs on the machines this was written on),
 # BOXER_GUEST_ACCEL to replace qemu's accelerator and CPU arguments.
 set -euo pipefail
@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
   *) usage ;;
   esac
 done
-case "$suite" in quick) : "${timeout:=8m}" ;; full) : "${timeout:=20m}" ;; *) usage ;; esac
+case "$suite" in quick) : "${timeout:=8m}" ;; full) : "${timeout:=60m}" ;; *) usage ;; esac
 [ "$(id -u)" = 0 ] || { echo "guest: run as root (apt-get, virtiofsd)" >&2; exit 1; }
 # Paths travel on the kernel command line, split at whitespace.
 case "$repo$cache$cases" in *[[:space:]]*) echo "guest: the repo and cache paths and --cases may not hold spaces" >&2; exit 1 ;; esac
@@ -167,13 +167,15 @@ boot() {
   local ird
   ird=$(initrd "$label")
   set +e
+  # sed -u, not tr: tr's output to a pipe is block-buffered, so the console
+  # would show in 4 KiB steps instead of line by line.
   timeout -k 10s "$timeout" qemu-system-x86_64 "${accel[@]}" -smp 2 -m "$mem" \
     -nodefaults -nic none -display none -serial stdio -monitor none -no-reboot \
     -object "memory-backend-memfd,id=mem,size=$mem,share=on" -numa node,memdev=mem \
     -chardev "socket,id=vfs,path=$sock" -device vhost-user-fs-pci,chardev=vfs,tag=host \
     -kernel "${kdir[$label]}/vmlinuz" -initrd "$ird" \
     -append "console=ttyS0 quiet loglevel=1 panic=-1 boxer.repo=$repo boxer.run=$work boxer.suite=$guest_suite$init${cases:+ boxer.cases=$cases} boxer.verbose=$verbose" \
-    </dev/null 2>&1 | tr -d '\r' | tee "$work/console-$label.log" | sed -u "s/^/[$label] /"
+    </dev/null 2>&1 | sed -u 's/\r$//' | tee "$work/console-$label.log" | sed -u "s/^/[$label] /"
   rc=${PIPESTATUS[0]}
   set -e
   kill "$vfs_pid" 2>/dev/null || true # it may have quit with its guest
