@@ -62,7 +62,7 @@ func Snapshot(in Instance) Footprint {
 		if in.DataDir != "" && strings.HasPrefix(t, in.DataDir+"/") {
 			continue
 		}
-		f.FDs[cutInode(t)]++
+		f.FDs[fdKey(t)]++
 	}
 	return f
 }
@@ -118,8 +118,19 @@ func mergeKeys(a, b map[string]int) map[string]int {
 	return m
 }
 
-// cutInode turns "socket:[123]" into "socket:[]": which socket or pipe a
-// descriptor is changes from run to run, how many there are must not.
+// fdKey is what a descriptor's target counts as: which socket, pipe or
+// run cgroup it is changes from run to run, how many there are must not.
+// "socket:[123]" becomes "socket:[]", and on cgroup v2, where the server
+// holds a directory fd of each warm child's cgroup (named at random each
+// time one is prepared), ".../boxer/w1f2e" becomes ".../boxer/*".
+func fdKey(target string) string {
+	if strings.HasPrefix(target, "/sys/fs/cgroup/") {
+		return filepath.Dir(target) + "/*"
+	}
+	return cutInode(target)
+}
+
+// cutInode turns "socket:[123]" into "socket:[]".
 func cutInode(target string) string {
 	i := strings.LastIndexByte(target, '[')
 	if i < 0 || !strings.HasSuffix(target, "]") {

@@ -22,6 +22,22 @@ func TestCutInode(t *testing.T) {
 	}
 }
 
+func TestFDKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"socket:[12345]": "socket:[]",
+		"/sys/fs/cgroup/system.slice/boxer.service/boxer/w330aae9a64f50ee7": "/sys/fs/cgroup/system.slice/boxer.service/boxer/*",
+		"/run/boxer/lock": "/run/boxer/lock",
+	} {
+		if got := fdKey(in); got != want {
+			t.Errorf("fdKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+	a, b := Footprint{FDs: map[string]int{fdKey("/sys/fs/cgroup/b/w1"): 1}}, Footprint{FDs: map[string]int{fdKey("/sys/fs/cgroup/b/w2"): 1}}
+	if d := a.Diff(b); len(d) != 0 {
+		t.Errorf("two warm children's cgroup fds differ: %v", d)
+	}
+}
+
 func TestParent(t *testing.T) {
 	if got := parent(os.Getpid()); got != os.Getppid() {
 		t.Fatalf("parent of this process: %d, want %d", got, os.Getppid())
