@@ -23,7 +23,8 @@ import (
 // descriptor more, and the canaries untouched.
 //
 // Every path runs with the same limits: 1 CPU, 512 MiB, 3 s (the flags
-// below for /v1/exec, the request's fields for /v1/run-python). The seed's
+// below for /v1/exec, the request's fields for /v1/run-python; 3 s times
+// BOXER_TEST_SLOWDOWN, at most 5, on an emulated CPU). The seed's
 // 30 s would make each timeout probe cost 30 s; 1 CPU makes a fork bomb
 // reach the pids limit well within 3 s on a 2-core host, and still leaves
 // a second core for the quota to withhold. A probe's requests run at once
@@ -48,6 +49,8 @@ def do(fn):
         return errno.errorcode.get(e.errno, type(e).__name__)
     except Exception as e:
         return type(e).__name__
+def hidden(path):  # absent from this kernel, or /dev/null bound over it
+    return do(lambda: os.stat(path).st_rdev == os.makedev(1, 3)) in ("ENOENT", "ok")
 def tcp(host, port, fam=socket.AF_INET):
     s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(5); s.connect((host, port))
 def udp(host, port, fam=socket.AF_INET):
@@ -59,10 +62,15 @@ def udp(host, port, fam=socket.AF_INET):
 // a second run of their own), a body timeout short enough to wait for, and
 // a pre-import, so that the pool has its two zygotes as it does by
 // default: one with the pre-imports and the lean one.
-var attackServeFlags = []string{"--exec-timeout", "3s", "--exec-cpus", "1", "--slots", "6", "--body-timeout", "4s",
-	"--pool-preimport", "json"}
+var attackServeFlags = []string{"--exec-timeout", fmt.Sprintf("%ds", attackTimeout), "--exec-cpus", "1", "--slots", "6",
+	"--body-timeout", fmt.Sprintf("%ds", attackTimeout+1), "--pool-preimport", "json"}
 
-const coldLimits = `"cpus": 1, "timeout_seconds": 3`
+// attackTimeout is every run's wall-clock limit in seconds: under TCG
+// (test/guest) filling a tmpfs or faulting in 512 MiB takes longer than 3
+// s, and each timeout probe waits the limit out, hence the cap.
+var attackTimeout = 3 * min(slowdown(), 5)
+
+var coldLimits = fmt.Sprintf(`"cpus": 1, "timeout_seconds": %d`, attackTimeout)
 
 // Secrets in the server's environment that no run may see.
 const (

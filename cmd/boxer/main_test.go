@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -134,4 +135,15 @@ func TestBinary(t *testing.T) {
 			t.Fatalf("doctor: %v\n%s", err, out)
 		}
 	})
+}
+
+// slowdown is BOXER_TEST_SLOWDOWN, 1 when unset: how many times slower
+// than real hardware the CPU runs (test/guest's TCG guests set it). Tests
+// scale the time they give a slow program by it, never the bounds they
+// set on boxer's own reactions.
+func slowdown() int {
+	if n, err := strconv.Atoi(os.Getenv("BOXER_TEST_SLOWDOWN")); err == nil && n > 1 {
+		return n
+	}
+	return 1
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -108,9 +109,22 @@ func bothPathsPreImporting(t *testing.T, mod func(*Config), modules ...string) (
 	}
 }
 
+// slow scales a time budget by BOXER_TEST_SLOWDOWN (an integer, 1 when
+// unset): an emulated CPU, as in test/guest's TCG guests, runs the same
+// program tens of times slower, and a budget sized for real hardware would
+// fail a program that is merely slow there. Budgets that a test asserts
+// as an upper bound of boxer's own reaction (a kill, a teardown) stay as
+// they are.
+func slow(d time.Duration) time.Duration {
+	if n, err := strconv.Atoi(os.Getenv("BOXER_TEST_SLOWDOWN")); err == nil && n > 1 {
+		return d * time.Duration(n)
+	}
+	return d
+}
+
 func runJob(t *testing.T, e *Engine, job *boxer.Job) *boxer.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), slow(2*time.Minute))
 	defer cancel()
 	res, err := e.Run(ctx, job)
 	if err != nil {

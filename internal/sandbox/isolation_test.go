@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"boxer"
 
@@ -159,7 +160,8 @@ print(int(numpy.dot([1, 2], [3, 4])), int(df["a"].sum()), r, round(float(scipy.l
 `
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
-			job := pyJob(code, boxer.Limits{})
+			// The imports alone take 20 to 40 s of an emulated CPU.
+			job := pyJob(code, boxer.Limits{WallTime: slow(30 * time.Second)})
 			job.Artifacts = []string{"chart.png"}
 			res := p.run(t, job)
 			if res.Status != boxer.StatusOK || string(res.Stdout.Data) != "11 6 [1, 2] -2\n" {

@@ -100,7 +100,7 @@ def enter():  # io_uring_enter on registered ring 0: 0, or the errno
     return 0 if r == 0 else ctypes.get_errno()
 pinned = z._pages(z._pin(ranges))
 vmpin = [l.split()[1] for l in open("/proc/self/status") if l.startswith("VmPin:")][0]
-print("pinned", pinned, "VmPin", vmpin, "rings", rings(), "enter", enter())
+print("pinned", pinned, "VmPin", vmpin, "rings", rings(), "enter", enter(), flush=True)  # before the fork, or the child prints it again
 r, w = os.pipe()
 r2, w2 = os.pipe()
 pid = os.fork()
