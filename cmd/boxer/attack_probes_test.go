@@ -68,12 +68,14 @@ print(glob.glob("{{STATE}}/runs/*/work"), sorted({do(lambda: os.listdir("/proc/%
 		want: ok("[] ['ENOENT']\n")},
 	// The interpreter is bound read-only: no overwriting what the next
 	// run executes (the runc /proc/self/exe attack).
-	{name: "fs/proc-self-exe", code: pr(`do(lambda: open("/proc/self/exe", "wb"))`, `do(lambda: open("/proc/self/exe", "r+b"))`, `os.readlink("/proc/self/exe")`),
-		want: ok("EROFS EACCES /usr/bin/python3.11\n")},
+	// Opened for update, the binary is refused as read-only (6.1) or as
+	// not writable (6.18).
+	{name: "fs/proc-self-exe", code: pr(`do(lambda: open("/proc/self/exe", "wb"))`, `do(lambda: open("/proc/self/exe", "r+b")) in ("EROFS", "EACCES")`, `os.readlink("/proc/self/exe")`),
+		want: ok("EROFS True /usr/bin/python3.11\n")},
 	{name: "fs/proc-1-root", code: pr(`do(lambda: os.listdir("/proc/1/root"))`, `do(lambda: os.readlink("/proc/1/root"))`, `do(lambda: open("/proc/1/environ").read())`),
 		want: ok("ENOENT ENOENT ENOENT\n")},
-	{name: "fs/proc-sys-write", code: pr(`do(lambda: open("/proc/sys/kernel/hostname", "w").write("x"))`, `do(lambda: open("/proc/sys/vm/drop_caches", "w").write("3"))`, `do(lambda: open("/proc/sysrq-trigger", "w").write("b"))`),
-		want: ok("EROFS EROFS ENOENT\n")},
+	{name: "fs/proc-sys-write", code: pr(`do(lambda: open("/proc/sys/kernel/hostname", "w").write("x"))`, `do(lambda: open("/proc/sys/vm/drop_caches", "w").write("3"))`, `hidden("/proc/sysrq-trigger")`),
+		want: ok("EROFS EROFS True\n")},
 	{name: "fs/mountinfo-hides-host-paths", code: `mi = open("/proc/self/mountinfo").read()
 print([s in mi for s in ("{{STATE}}", "{{DATA}}", "/run", "boxer")])`, want: ok("[False, False, False, False]\n")},
 	{name: "fs/device-nodes", code: pr(`sorted(os.listdir("/dev"))`, `do(lambda: os.mknod("/tmp/null", 0o666 | 0o020000, os.makedev(1, 3)))`,
@@ -170,22 +172,19 @@ for _ in range(3):
         os.kill(os.getpid(), signal.SIGSTOP); os._exit(0)
 print("x")`, want: ok("x\n")},
 	{name: "proc/signal-pid-1", code: pr(`do(lambda: os.kill(1, 9))`, `do(lambda: os.kill(1, 15))`, `do(lambda: os.kill(1, 0))`), want: ok("EPERM EPERM EPERM\n")},
-	// Every other pid the run can name refuses it (on the warm path the
-	// zygote and other warm sandboxes share the PID namespace, each
-	// under its own uid).
-	// Every pid but the job's own: itself and, on the warm path, its
-	// keeper (the child that holds its address space, see zygote.py),
-	// which has the job's uid and may be killed like any child of its own.
+	// Every other pid the run can name refuses it: pid 1, and on the
+	// cold path the threads of boxer's pid 1 (a Go process); nothing of
+	// another run's is there, on either path.
 	{name: "proc/signal-other-pids", code: `own = {os.getpid()} | {int(p) for p in open("/proc/self/task/%d/children" % os.getpid()).read().split()}
 print(sorted({do(lambda: os.kill(p, 9)) for p in range(1, 2000) if p not in own} - {"ESRCH"}))`,
 		want: ok("['EPERM']\n")},
-	// kill(-1): in a cold sandbox nothing else is there (ESRCH); on the
-	// warm path the kernel returns 0 when every process it tried refused
-	// with EPERM. Nothing died either way: every pid is still there.
+	// kill(-1): nothing else is there but pid 1, which kill(-1) skips
+	// (ESRCH), on either path: each run has a PID namespace of its own.
+	// Nothing died: every pid is still there.
 	{name: "proc/kill-all", code: `def alive(): return {p for p in range(1, 2000) if do(lambda: os.kill(p, 0)) != "ESRCH"}
 before = alive()
 print(do(lambda: os.kill(-1, 9)), before <= alive())`,
-		want: ok("ESRCH True\n"), warm: &outcome{status: "ok", stdout: "ok True\n"}},
+		want: ok("ESRCH True\n")},
 	{name: "proc/ptrace", code: pr(`sc(101, 16, 1, 0, 0)`, `sc(101, 0, 0, 0, 0)`, `sc(310, 1, 0, 0, 0, 0, 0)`), want: ok("EPERM EPERM EPERM\n")},
 	// no_new_privs cannot be cleared, seccomp is in filter mode, PR_SET_MM
 	// and dropping bounding caps need privileges; setting itself dumpable
@@ -332,8 +331,8 @@ print(sorted({p.pw_name for p in pwd.getpwall()}), sorted({g.gr_name for g in gr
 blobs = [repr(dict(os.environ)).encode(), open("/proc/self/environ", "rb").read(), open("/proc/self/cmdline", "rb").read()]
 print([sum(b.count(s) for b in blobs) for s in (b"x402-must-not-leak", b"0x1111222233334444", b"X402")], do(lambda: open("/proc/1/cmdline").read()))`,
 		want: ok("[0, 0, 0] ENOENT\n")},
-	{name: "info/kernel-secrets", code: pr(`len(open("/proc/kallsyms").read())`, `len(open("/proc/keys").read())`, `sc(103, 3, 0, 0)`, `do(lambda: open("/proc/kcore", "rb").read(1))`),
-		want: ok("0 0 EPERM ENOENT\n")},
+	{name: "info/kernel-secrets", code: pr(`len(open("/proc/kallsyms").read())`, `len(open("/proc/keys").read())`, `sc(103, 3, 0, 0)`, `hidden("/proc/kcore")`),
+		want: ok("0 0 EPERM True\n")},
 	{name: "info/cgroup-path", code: pr(`sorted({l.split(":", 2)[2].strip() for l in open("/proc/self/cgroup")})`), want: ok("['/']\n")},
 	{name: "info/other-processes", code: pr(`[p for p in os.listdir("/proc") if p.isdigit()] == [str(os.getpid())]`), want: ok("True\n")},
 }

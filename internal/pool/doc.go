@@ -109,13 +109,15 @@
 // The end of a job has a cost of its own: the kernel reports an exit only
 // after tearing down the address space, and a child of a zygote with
 // numpy and pandas maps tens of thousands of the zygote's pages, 5 to 8
-// ms of teardown on this VM. So each child, once unprivileged, clones a
-// keeper that shares its memory (not its descriptors: the job's stdio
-// arrives after it) and sleeps; the job's exit is then reported at once,
-// and boxer kills the keeper and answers while the teardown runs
-// (zygote.py's _keep_memory). The job can take the keeper over, so boxer
-// trusts only the kernel's task count to know nothing else is left
-// (Warm.killRest). Paced print(2+2): p50 14 -> 8 ms.
+// ms of teardown on this VM. So the job does not run in the forked
+// process: that one is the pid 1 of the child's own PID namespace, and
+// once unprivileged it clones the job's process, pid 2, sharing its memory
+// (not its descriptors: the job's stdio arrives after it), and is stopped
+// (zygote.py's _drop). The job's exit is then reported at once, and boxer
+// kills pid 1 and answers while the teardown runs. boxer trusts only the
+// kernel's task count to know nothing else is left (Warm.killRest).
+// Paced print(2+2): p50 14 -> 8 ms (measured with an earlier design, a
+// sleeping clone of the job that the job could see; the cost is the same).
 //
 // What is left is CPU. In bench/service a warm print(2+2) now costs 27
 // to 32 ms of the machine's CPU against 64 to 71 ms for a bare python3
@@ -157,18 +159,29 @@
 // python3's rate (two runs, 96-98 ms of CPU per print(2+2)) to 0.85-0.88x
 // (73 ms), with warm numpy+pandas imports still under 0.04x.
 //
-// # What only /proc tells apart
+// # What a warm job can tell apart
 //
-// Besides sys.modules holding the declared pre-imports, a warm job differs
-// from a cold run in what /proc shows of it. Its process is not dumpable:
-// it changed its uid after the fork, where a cold run's credentials are
-// unchanged since exec. So the 0400 files of /proc/self (environ, mem,
-// pagemap, auxv) are root's and it cannot read them; maps, smaps, status
-// (but for its count of seccomp filters: the zygote's two lie under the
-// job's) and fd read as in a cold run. Dumpability belongs to the address space,
-// which the keeper shares: a dumpable job would see the keeper in its
-// /proc, a child process no cold run has, which is the larger difference.
-// And its code mapping is anonymous (see the huge pages above).
+// A warm job sees the process tree a cold run sees: it is pid 2 of a PID
+// namespace of its own, its parent pid 1, which hides from its /proc and
+// refuses its signals, and it sees its own processes and no other
+// (internal/sandbox's TestWarmSemanticsMatchCold and
+// TestWarmJobsSeeNoNeighbours hold both paths to it). What differs:
+//
+//   - sys.modules holds the declared pre-imports;
+//   - its uid is its slot's, 1000 + n, named sandbox as a cold run's 1000
+//     is;
+//   - a cold run is not pid 2 but a few more: the threads of boxer's pid 1
+//     (a Go process) take the pids before it;
+//   - /proc/self/status counts the zygote's two seccomp filters under the
+//     job's, /proc/self/mountinfo shows the zygote's mounts, and its code
+//     mapping is anonymous (see the huge pages above);
+//   - processes it orphans stay zombies until the run ends, holding their
+//     pids, where a cold run's pid 1 reaps them (see _drop);
+//   - every job of one zygote has the same hash() seed (str and bytes
+//     hashing is randomised per zygote, not per job; the pool retires a
+//     zygote after a number of forks), the same stack canary and the same
+//     address layout. random, numpy.random, os.urandom and uuid4 are the
+//     job's own.
 //
 // This package is the policy around that mechanism:
 //

@@ -29,6 +29,10 @@ func (sb *sandbox) run(ctx context.Context, job *boxer.Job, lim boxer.Limits, pa
 	if err := sb.cg.Set(resources(lim)); err != nil {
 		return nil, fmt.Errorf("apply cgroup limits: %w", err)
 	}
+	setup, err := setupCPU(sb.cg)
+	if err != nil {
+		return nil, err
+	}
 	work, err := openDir(sb.work)
 	if err != nil {
 		return nil, err
@@ -64,7 +68,17 @@ func (sb *sandbox) run(ctx context.Context, job *boxer.Job, lim boxer.Limits, pa
 	// pid 1 is reaped: the kernel has killed and reaped every process of
 	// the namespace, so the streams are at EOF and the work dir is still.
 	<-sb.exited
-	return finish(ctx, sb.e, sb.id, sb.cg, work, io, job, out, wall)
+	return finish(ctx, sb.e, sb.id, sb.cg, work, io, job, out, wall, setup)
+}
+
+// setupCPU is the CPU time the sandbox's set-up spent in cg before the job
+// arrived: not the program's, so finish takes it off the result.
+func setupCPU(cg cgroup.Cgroup) (time.Duration, error) {
+	st, err := cg.Stats()
+	if err != nil {
+		return 0, fmt.Errorf("read cgroup stats: %w", err)
+	}
+	return st.CPU, nil
 }
 
 // exitsOf turns pid 1's reports into the program's wait status: one value
@@ -126,8 +140,9 @@ func awaitEnd(ctx context.Context, limit time.Duration, exits <-chan uint32, kil
 }
 
 // finish gathers what a finished run left: output, usage, status and
-// artifacts. Precondition: every process of the run is dead.
-func finish(ctx context.Context, e *Engine, id string, cg cgroup.Cgroup, work int, io *runIO, job *boxer.Job, out outcome, wall time.Duration) (*boxer.Result, error) {
+// artifacts; the CPU time reported is what the cgroup used after setup.
+// Precondition: every process of the run is dead.
+func finish(ctx context.Context, e *Engine, id string, cg cgroup.Cgroup, work int, io *runIO, job *boxer.Job, out outcome, wall, setup time.Duration) (*boxer.Result, error) {
 	res := &boxer.Result{Wall: wall}
 	var cutOut, cutErr bool
 	grace := time.Now().Add(killWait) // for both streams together
@@ -146,7 +161,7 @@ func finish(ctx context.Context, e *Engine, id string, cg cgroup.Cgroup, work in
 	if err != nil {
 		return nil, fmt.Errorf("read cgroup stats: %w", err)
 	}
-	res.CPU, res.MemoryPeak, res.OOMKills = stats.CPU, stats.MemoryPeak, stats.OOMKills
+	res.CPU, res.MemoryPeak, res.OOMKills = max(stats.CPU-setup, 0), stats.MemoryPeak, stats.OOMKills
 	classify(res, out, stats.OOMKills)
 	if out.initFailed != "" {
 		e.log.Error("sandbox failed after start", "sandbox", id, "detail", out.initFailed)

@@ -82,6 +82,29 @@ fd = os.open("lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC)
 fcntl.flock(fd, fcntl.LOCK_EX)
 os.execv(sys.executable, [sys.executable, "-c", "import fcntl, os; fcntl.flock(os.open('lock', os.O_RDWR), fcntl.LOCK_EX | fcntl.LOCK_NB); print('locked')"])
 `)}, ""},
+		// The process tree: the program is pid 2, pid 1 (boxer's on the
+		// cold path, the child's own on the warm path) is hidden and
+		// refuses its signals, and it sees its own processes and nothing
+		// else, in /proc and to kill(2).
+		// (A cold run's pid is not 2: the Go runtime's threads of boxer's
+		// pid 1 take the pids before it. A warm run's is.)
+		{"pids and /proc", []string{"python", "-c", "import os; print(os.getppid(), [p for p in os.listdir('/proc') if p.isdigit()] == [str(os.getpid())], os.path.exists('/proc/1'))"}, nil, ""},
+		{"whom kill reaches", []string{"python", "main.py"}, []boxer.File{file("main.py", probeKill)}, ""},
+		{"a child in /proc", []string{"python", "main.py"}, []boxer.File{file("main.py", childInProc)}, ""},
+		{"own /proc files", []string{"python", "-c", "import os; print(open('/proc/self/environ', 'rb').read().split(b'\\0'), sorted(os.listdir('/proc/self/ns')), open('/proc/self/task/%d/children' % os.getpid()).read())"}, nil, ""},
+		{"status fields", []string{"python", "-c", statusFields}, nil, ""},
+		{"orphans go to pid 1", []string{"python", "main.py"}, []boxer.File{file("main.py", orphan)}, ""},
+		{"raise", []string{"python", "-c", "import signal; print('x', flush=True); signal.raise_signal(signal.SIGTERM)"}, nil, ""},
+		{"abort", []string{"python", "-c", "import os; os.abort()"}, nil, ""},
+		{"kill -1", []string{"python", "-c", "import os\ntry:\n    os.kill(-1, 0)\nexcept OSError as e:\n    print(e.errno)"}, nil, ""},
+		// Identity: a warm job's uid is its slot's (1000 + n), named
+		// sandbox as a cold run's 1000 is.
+		{"identity", []string{"python", "-c", "import os, pwd, grp; print(pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name, os.getuid() == os.geteuid(), os.getgroups(), os.uname().nodename)"}, nil, ""},
+		{"rlimits", []string{"python", "-c", "import resource; print([(n, resource.getrlimit(getattr(resource, n))) for n in sorted(dir(resource)) if n.startswith('RLIMIT_')])"}, nil, ""},
+		{"signal dispositions", []string{"python", "-c", "import signal; print([(s.name, str(signal.getsignal(s))) for s in sorted(signal.valid_signals()) if isinstance(s, signal.Signals)])"}, nil, ""},
+		{"cwd and umask", []string{"python", "-c", "import os; print(os.getcwd(), oct(os.umask(0o22)), sorted(os.listdir('.')))"}, nil, ""},
+		{"stdin at end of file", []string{"python", "-c", "import sys; print(repr(sys.stdin.read()), repr(sys.stdin.readline()))"}, nil, ""},
+		{"sys.path and prefix", []string{"python", "-c", "import sys; print(sys.path[1:], sys.prefix, sys.base_prefix, sys.platlibdir)"}, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got [2]*boxer.Result
@@ -102,3 +125,57 @@ os.execv(sys.executable, [sys.executable, "-c", "import fcntl, os; fcntl.flock(o
 		})
 	}
 }
+
+// probeKill lists the pids below 400 that kill(pid, 0) does not answer
+// with ESRCH, and what it answers.
+const probeKill = `import os
+def probe(p):
+    try:
+        os.kill(p, 0)
+        return "ok"
+    except OSError as e:
+        return e.strerror
+me = os.getpid()
+print(probe(1), [p for p in range(1, 400) if probe(p) == "ok"] == [me])
+`
+
+// childInProc reads a child's /proc entries, as psutil or a test runner
+// walking its tree would.
+const childInProc = `import os
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.read(r, 1)
+    os._exit(0)
+st = open("/proc/%d/stat" % pid).read().split()
+print(st[2], st[3] == str(os.getpid()), open("/proc/%d/cmdline" % pid, "rb").read() != b"", len(os.listdir("/proc/%d/fd" % pid)) > 0)
+os.write(w, b"x")
+print(os.waitpid(pid, 0) == (pid, 0))
+`
+
+// statusFields are the lines of /proc/self/status a run may depend on;
+// its ids and its count of seccomp filters (a warm run's are its
+// zygote's two below its own) are left out.
+const statusFields = `keep = ("State", "PPid", "NStgid", "NSpid", "NSpgid", "NSsid", "TracerPid", "Groups", "NoNewPrivs", "Seccomp",
+        "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "SigBlk", "SigIgn", "SigCgt", "Threads", "Umask")
+import os
+print([l if not l.startswith("NS") else l.split(":")[0] + (" self" if l.split()[1] == str(os.getpid()) else " other")
+       for l in open("/proc/self/status").read().splitlines() if l.split(":")[0] in keep])
+`
+
+// orphan leaves a grandchild whose parent has exited: the kernel hands
+// it to pid 1.
+const orphan = `import os, time
+r, w = os.pipe()
+if os.fork() == 0:
+    if os.fork() == 0:
+        os.close(r)
+        while os.getppid() != 1:
+            time.sleep(0.01)
+        os.write(w, b"%d" % os.getppid())
+        os._exit(0)
+    os._exit(0)
+os.close(w)
+os.wait()
+print("grandchild's parent", os.read(r, 8))
+`

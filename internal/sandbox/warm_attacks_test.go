@@ -115,3 +115,41 @@ print(r, errno.errorcode.get(ctypes.get_errno()))`, boxer.Limits{}))
 		}
 	}
 }
+
+// A warm job has a PID namespace of its own: while other warm children
+// wait and a second job runs, kill(2) reaches its own pid (2) and refuses
+// its pid 1, and every other pid is not there at all. (A warm pool once
+// shared one namespace, and EPERM answered for each neighbour.)
+func TestWarmJobsSeeNoNeighbours(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	ctx := context.Background()
+	for range 3 {
+		w, err := z.Prepare(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Destroy()
+	}
+	neighbour, err := z.Prepare(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer neighbour.Destroy()
+	sleeper := pyJob("import time; open('started', 'w').close(); time.sleep(60)", boxer.Limits{WallTime: time.Minute})
+	form, _ := e.WarmForm(sleeper.Argv)
+	go func() { _, _ = neighbour.Run(ctx, sleeper, sleeper.Limits.WithDefaults(e.cfg.Limits), form) }()
+	waitForFile(t, neighbour.work, "started")
+	res := runWarm(t, z, pyJob(`import os
+def probe(p):
+    try:
+        os.kill(p, 0)
+        return "ok"
+    except OSError as e:
+        return e.strerror
+print({p: r for p in range(1, 1 << 15) if (r := probe(p)) != "No such process"})
+`, boxer.Limits{}))
+	if want := "{1: 'Operation not permitted', 2: 'ok'}\n"; res.Status != boxer.StatusOK || string(res.Stdout.Data) != want {
+		t.Errorf("%s %q %q, want %q", res.Status, res.Stdout.Data, res.Stderr.Data, want)
+	}
+}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,25 +24,32 @@ import (
 // its one job. Preparing it costs a fork, namespaces and mounts; running a
 // job on it costs the per-job limits, the files and one message.
 //
-// Its job socket (SOCK_SEQPACKET, one JSON message per packet):
+// A child is two processes sharing one address space: its pid 1, which the
+// zygote forked into a PID namespace of its own, and the job's process,
+// pid 2, which pid 1 clones (see _drop in zygote.py). Its job socket
+// (SOCK_SEQPACKET, one JSON message per packet):
 //
-//	boxer                                    child (forked by the zygote)
+//	boxer                                    pid 1 (forked by the zygote)
 //	                                         setsid: a session of its own
 //	                                   <-    {"op":"hello"}, with SCM_CREDENTIALS
-//	move child (pid from the credentials)
+//	move pid 1 (pid from the credentials)
 //	into its cgroup
 //	{"op":"go"}                        ->    unshare mount/IPC/net/cgroup ns,
-//	                                         tmpfs /work /tmp /dev/shm, lo up,
-//	                                         drop caps, setresuid, no_new_privs,
-//	                                         seccomp, start the keeper
-//	                                   <-    {"op":"ready"} + fd of /work
-//	open a pidfd of the keeper (the
-//	child's one child)                       wait
+//	                                         its own /proc, tmpfs /work /tmp
+//	                                         /dev/shm, lo up, setresuid (no
+//	                                         caps), seccomp, clone pid 2 and
+//	                                         wait for its exit or exec
+//	                                         pid 2: setsid, setresuid
+//	                                   <-    {"op":"ready"} + fd of /work,
+//	                                         with SCM_CREDENTIALS
+//	SIGSTOP pid 1 (it stops when it
+//	wakes); pidfd of pid 2                   wait
 //	   (the pool keeps it here)
 //	cgroup limits, files via the fd
 //	{"form":..,"target":..,"args":..}  ->    closes the socket, runs the job
 //	                                         in-process, exits
-//	                    (the zygote reports the exit status to boxer)
+//	pid 2's pidfd turns readable: its wait status is read from its zombie
+//	(/proc/PID/stat), SIGKILL pid 1 and with it the namespace
 type Warm struct {
 	z    *Zygote
 	id   string
@@ -53,13 +61,13 @@ type Warm struct {
 	// tear them down (a network namespace alone costs a millisecond or
 	// more): Destroy does, after the result is out.
 	nsfds []int
-	pidfd int           // the child, to kill it without the freezer
-	exit  <-chan uint32 // its wait status, from the zygote; closed if the zygote dies
-	// keeper is a pidfd of the process that holds the child's address
-	// space so that the child's exit is not held up by its teardown (see
-	// _keep_memory in zygote.py); keeperPid is its pid.
-	keeper    int
-	keeperPid int
+	// pidfd is the child's pid 1, which holds its address space so that
+	// the job's exit is not held up by the teardown, to kill it without the
+	// freezer; job is the job's process, pid 2, and jobPid its pid.
+	pidfd   int
+	initPid int
+	job     *os.File
+	jobPid  int
 
 	destroyed sync.Once
 	disk      int64
@@ -86,7 +94,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	}
 	e := z.e
 	z.live.Add(1)
-	w := &Warm{z: z, id: "w" + newID(), slot: slot, work: -1, pidfd: -1, keeper: -1, disk: e.cfg.Limits.DiskBytes}
+	w := &Warm{z: z, id: "w" + newID(), slot: slot, work: -1, pidfd: -1, disk: e.cfg.Limits.DiskBytes}
 	defer func() {
 		if retErr != nil {
 			w.Destroy()
@@ -128,8 +136,10 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	}
 	w.err, w.child = errR, append(w.child, errW)
 
-	req := forkReq{UID: int64(UID + slot), DiskBytes: w.disk, Inodes: e.cfg.TmpInodes}
-	if w.exit, err = z.fork(req, childSock); err != nil {
+	req := forkReq{UID: int64(UID + slot), InitUID: int64(UID + cap(z.slots) + slot), DiskBytes: w.disk, Inodes: e.cfg.TmpInodes}
+	// The zygote reports pid 1's exit, which no run waits for: the job's
+	// status is its process's (see Run).
+	if _, err = z.fork(req, childSock); err != nil {
 		return nil, err
 	}
 	hello, err := w.recv(ctx)
@@ -140,6 +150,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 		return nil, fmt.Errorf("warm child: no credentials in %q", hello.Op)
 	}
 	pid := int(hello.creds.Pid)
+	w.initPid = pid
 	if w.pidfd, err = unix.PidfdOpen(pid, 0); err != nil {
 		return nil, fmt.Errorf("pidfd of warm child: %w", err)
 	}
@@ -153,7 +164,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	if ready.Op != "ready" || len(ready.fds) != 1 {
+	if ready.Op != "ready" || len(ready.fds) != 1 || ready.creds == nil || int(ready.creds.Pid) == pid {
 		for _, fd := range ready.fds {
 			unix.Close(fd)
 		}
@@ -161,9 +172,17 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	}
 	w.work = ready.fds[0]
 	_ = w.conn.SetReadDeadline(time.Time{})
-	if err := w.findKeeper(pid); err != nil {
-		return nil, err
+	// pid 1 waits for the job's process to exit or exec, and must stop
+	// before it runs again: the job shares its memory (see _drop).
+	if err := unix.PidfdSendSignal(w.pidfd, unix.SIGSTOP, nil, 0); err != nil {
+		return nil, fmt.Errorf("stop warm child's pid 1: %w", err)
 	}
+	w.jobPid = int(ready.creds.Pid)
+	jobfd, err := unix.PidfdOpen(w.jobPid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("pidfd of warm child's job process: %w", err)
+	}
+	w.job = os.NewFile(uintptr(jobfd), "job-pidfd") // on the runtime's poller: see exitOf
 	for _, ns := range []string{"net", "ipc", "mnt"} {
 		fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/%s", pid, ns), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -172,26 +191,6 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 		w.nsfds = append(w.nsfds, fd)
 	}
 	return w, nil
-}
-
-// findKeeper opens a pidfd of the keeper, which is the child's only child
-// until its job runs.
-func (w *Warm) findKeeper(pid int) error {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return fmt.Errorf("warm child's keeper: %w", err)
-	}
-	kids := strings.Fields(string(b))
-	if len(kids) != 1 {
-		return fmt.Errorf("warm child's keeper: want one child, have %q", kids)
-	}
-	if w.keeperPid, err = strconv.Atoi(kids[0]); err != nil {
-		return fmt.Errorf("warm child's keeper: %w", err)
-	}
-	if w.keeper, err = unix.PidfdOpen(w.keeperPid, 0); err != nil {
-		return fmt.Errorf("pidfd of warm child's keeper: %w", err)
-	}
-	return nil
 }
 
 func (w *Warm) send(v any) error {
@@ -292,11 +291,20 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form F
 		// job: an error, not a result that blames the program.
 		return nil, fmt.Errorf("open files %d: a warm child can have at most its zygote's %d; run the job cold", lim.OpenFiles, w.z.nofile)
 	}
-	if w.keeper >= 0 && lim.Pids > 0 {
-		lim.Pids++ // the keeper's: it counts in the cgroup and as a process of the job's uid
+	// The program's rlimits are a cold run's: pid 1's real uid is not the
+	// job's, so it does not count against RLIMIT_NPROC. It does count in
+	// the cgroup's pids, as a cold sandbox's pid 1 does.
+	rlimits := e.rlimits(lim)
+	res := resources(lim)
+	if res.Pids > 0 {
+		res.Pids++
 	}
-	if err := w.cg.Set(resources(lim)); err != nil {
+	if err := w.cg.Set(res); err != nil {
 		return nil, fmt.Errorf("apply cgroup limits: %w", err)
+	}
+	setup, err := setupCPU(w.cg)
+	if err != nil {
+		return nil, err
 	}
 	if err := writeFiles(w.work, w.z.userBase+uint32(w.slot), job.Files); err != nil {
 		return nil, err
@@ -304,7 +312,7 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form F
 	io := startIO(w.stdin, w.out, w.err, job.Stdin, lim.OutputBytes)
 	w.stdin, w.out, w.err = nil, nil, nil
 	var rl [][3]uint64
-	for _, r := range e.rlimits(lim) {
+	for _, r := range rlimits {
 		rl = append(rl, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
 	}
 	msg := map[string]any{"form": form.Kind, "target": form.Target, "args": nonNil(form.Args),
@@ -314,7 +322,7 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form F
 	for i, f := range w.child {
 		fds[i] = int(f.Fd())
 	}
-	_, _, err := w.conn.WriteMsgUnix(b, unix.UnixRights(fds...), nil)
+	_, _, err = w.conn.WriteMsgUnix(b, unix.UnixRights(fds...), nil)
 	closeAll(w.child)
 	w.child = nil
 	if err != nil {
@@ -323,52 +331,109 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form F
 	w.conn.Close() // the child closed its end too: caller code has no channel to boxer
 	w.conn = nil
 	started := time.Now()
-	out := awaitEnd(ctx, lim.WallTime, w.exit, func() { _ = w.cg.Kill() })
+	out := awaitEnd(ctx, lim.WallTime, exitOf(w.job, w.jobPid), func() { _ = w.cg.Kill() })
 	wall := time.Since(started)
-	// The child is gone; whatever it started goes too, before anything is
-	// read or reported.
+	if out.exited && !out.timedOut && !out.cancelled && w.initKilled() {
+		// pid 1 was killed under the job (the zygote died, taking its
+		// PID namespace and every one below it): the job's status is
+		// the kill's, not the program's.
+		out = outcome{initFailed: "the warm child's pid 1 was killed while the job ran"}
+	}
+	// The job's process is gone; whatever it started goes too, before
+	// anything is read or reported.
 	if err := w.killRest(); err != nil {
 		return nil, fmt.Errorf("kill warm child's processes: %w", err)
 	}
-	return finish(ctx, e, w.id, w.cg, w.work, io, job, out, wall)
+	return finish(ctx, e, w.id, w.cg, w.work, io, job, out, wall, setup)
 }
 
-// killRest kills what is left of the job once its child has exited. The
-// keeper gets SIGKILL and is left to die: its death is the address
-// space's teardown, which is what it was there to keep off the answer's
-// path. The keeper shares the job's memory, so the job may have taken it
-// over, killed it, or had its pid reused: only the kernel's count is
-// trusted. pids.current counts every task of the run, forks under way and
-// unreaped zombies included, and counts the keeper as long as its pid is
-// not released, which its pidfd tells; read in that order, a count of one
-// and a keeper not yet reaped mean nothing but the keeper is left.
-// Anything else means processes of the job's own: the cgroup is killed and
-// emptied, keeper and all.
-func (w *Warm) killRest() error {
-	if w.keeper < 0 {
-		return w.cg.Kill()
-	}
-	_ = unix.PidfdSendSignal(w.keeper, unix.SIGKILL, nil, 0)
-	if n, err := w.cg.Tasks(); err == nil && n <= 1 && pidfdUnreaped(w.keeper) {
-		return nil
-	}
-	return w.cg.Kill()
+// exitOf delivers the wait status of the job's process once its pidfd
+// turns readable, or closes without one if it cannot be read. The process
+// stays a zombie (it has no exit signal, and its parent, pid 1, is stopped
+// and never reaps it), so its status is in /proc/PID/stat, and its pid
+// cannot have been reused; it is reaped with pid 1 (killRest).
+func exitOf(pidfd *os.File, pid int) <-chan uint32 {
+	ch := make(chan uint32, 1)
+	go func() {
+		defer close(ch)
+		rc, err := pidfd.SyscallConn()
+		if err != nil {
+			return
+		}
+		err = rc.Read(func(fd uintptr) bool {
+			p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(p, 0)
+			return err == nil && n == 1 || err != nil && err != unix.EINTR
+		})
+		if err != nil {
+			return
+		}
+		if ws, ok := zombieStatus(pid); ok {
+			ch <- ws
+		}
+	}()
+	return ch
 }
 
-// pidfdUnreaped reports whether the process of pidfd still holds its pid:
-// running, exiting or a zombie, not yet reaped. fdinfo shows -1 once it is.
-func pidfdUnreaped(pidfd int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", pidfd))
+// initKilled reports whether the child's pid 1 has exited or has a
+// SIGKILL pending. Nothing in the sandbox can signal it; the kernel does
+// when a namespace above it dies, which kills the job too.
+func (w *Warm) initKilled() bool {
+	p := []unix.PollFd{{Fd: int32(w.pidfd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(p, 0); err != nil || n == 1 {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", w.initPid))
 	if err != nil {
-		return false
+		return true
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
-			pid, err := strconv.Atoi(strings.TrimSpace(v))
-			return err == nil && pid > 0
+		k, v, _ := strings.Cut(line, ":")
+		if k != "SigPnd" && k != "ShdPnd" {
+			continue
+		}
+		if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask>>(unix.SIGKILL-1)&1 == 1 {
+			return true
 		}
 	}
 	return false
+}
+
+// zombieStatus reads the wait status of an exited, unreaped process: the
+// exit_code field (52nd) of /proc/PID/stat, in wait(2)'s encoding.
+func zombieStatus(pid int) (uint32, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')') // the command may hold spaces and parens
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:])) // from field 3, the state
+	if len(f) < 50 || f[0] != "Z" && f[0] != "X" {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(f[49], 10, 32)
+	return uint32(v), err == nil
+}
+
+// killRest kills what is left of the job once its process has exited.
+// pid 1 gets SIGKILL and is left to die: its death is the address
+// space's teardown, which is what it was there to keep off the answer's
+// path. pids.current counts every task of the run, forks under way and
+// unreaped zombies included: with pid 1 (stopped) and the job's process
+// (a zombie pid 1 never reaps) it is two, and nothing else of the job's is
+// left. Anything more is the job's own processes: the cgroup is killed
+// and emptied, pid 1 and all.
+func (w *Warm) killRest() error {
+	n, err := w.cg.Tasks()
+	if err == nil && n <= 2 {
+		if unix.PidfdSendSignal(w.pidfd, unix.SIGKILL, nil, 0) == nil {
+			return nil
+		}
+	}
+	return w.cg.Kill()
 }
 
 func nonNil(s []string) []string {
@@ -387,17 +452,14 @@ func (w *Warm) destroy() {
 		w.conn.Close() // an unused child reads EOF and exits
 	}
 	closeAll(append([]*os.File{w.stdin, w.out, w.err}, w.child...))
-	// A live child (never used, or a job cut short) dies by its pidfd at
-	// once, and so does the keeper, whose death is the address space's
-	// teardown. Waiting for both here leaves the cgroup's freezer, slow on
-	// v1, only for whatever else the job left.
-	var dying []unix.PollFd
-	for _, fd := range []int{w.pidfd, w.keeper} {
-		if fd >= 0 && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
-			dying = append(dying, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
-		}
+	// A live child (never used, or a job cut short) dies by its pid 1's
+	// pidfd at once: the kernel kills the rest of its PID namespace, and
+	// the death of pid 1 is the address space's teardown. Waiting for it
+	// here leaves the cgroup's freezer, slow on v1, only for whatever
+	// else the job left.
+	if w.pidfd >= 0 && unix.PidfdSendSignal(w.pidfd, unix.SIGKILL, nil, 0) == nil {
+		awaitGone([]unix.PollFd{{Fd: int32(w.pidfd), Events: unix.POLLIN}}, time.Second)
 	}
-	awaitGone(dying, time.Second)
 	leaked := false
 	if w.cg != nil {
 		if err := w.cg.Destroy(); err != nil {
@@ -411,10 +473,11 @@ func (w *Warm) destroy() {
 	for _, fd := range w.nsfds {
 		unix.Close(fd) // the namespaces go now
 	}
-	for _, fd := range []int{w.pidfd, w.keeper} {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
+	if w.pidfd >= 0 {
+		unix.Close(w.pidfd)
+	}
+	if w.job != nil {
+		w.job.Close()
 	}
 	if !leaked {
 		w.z.slots <- w.slot

@@ -1,11 +1,16 @@
 """boxer's warm-pool zygote.
 
 It runs as root of the pool sandbox's user namespace and forks one child per
-future job. Each child gets its own mount, IPC, network and cgroup
-namespaces, fresh tmpfs mounts, its own uid, an empty capability bounding
-set, no_new_privs and the sandbox's seccomp filter -- all before any caller
-code exists -- and then waits for its job. The zygote itself never runs
-caller code. The protocol is described in warm_linux.go.
+future job. Each child gets its own PID, mount, IPC, network and cgroup
+namespaces, fresh tmpfs mounts and /proc, its own uid, an empty capability
+bounding set, no_new_privs and the sandbox's seccomp filter -- all before
+any caller code exists -- and then waits for its job. The zygote itself
+never runs caller code. The protocol is described in warm_linux.go.
+
+A child is two processes sharing one address space, as a cold sandbox is
+boxer's pid 1 and the program: the forked one is pid 1 of its PID
+namespace and ends up stopped, holding the memory, and the job runs in the
+second, pid 2 (see _drop).
 """
 
 import os
@@ -16,8 +21,9 @@ import sys
 # that nothing of the zygote's is mistaken for a pre-import, or the other
 # way round. Children drop the zygote's own modules before running a job.
 _BASELINE = set(sys.modules)
-# The job's seccomp program and the seal's (see main), in hex, then one
-# module per line.
+# The job's seccomp program and the seal's (see main), in hex; the /proc
+# files a sandbox masks and the /proc directories it makes read-only, space
+# separated (see _mount_proc); then one module per line.
 _CONFIG = os.read(3, 1 << 20).decode().split("\n")
 
 # The zygote stays one thread on one CPU. Every fork write-protects its
@@ -31,7 +37,7 @@ os.sched_setaffinity(0, (min(_CPUS),))
 _POOLS = ("OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _ENV = {k: os.environ.get(k) for k in _POOLS}
 os.environ.update(dict.fromkeys(_POOLS, "1"))
-for _name in _CONFIG[2:]:
+for _name in _CONFIG[4:]:
     if _name:
         __import__(_name)
 for _k, _v in _ENV.items():  # a job sees the environment a cold run gets
@@ -66,20 +72,21 @@ _libc = ctypes.CDLL(None, use_errno=True)
 # Looked up here, once: ctypes caches a function on first use, and a first
 # use in a child would cost a dlsym, and the pages it writes, in every
 # child.
-for _name in ("unshare", "mount", "prctl", "sched_getcpu"):
+for _name in ("unshare", "setns", "mount", "prctl", "pthread_self"):
     getattr(_libc, _name)
+_libc.pthread_self.restype = ctypes.c_void_p
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWCGROUP = 0x20000, 0x8000000, 0x40000000, 0x2000000
-CLONE_VM = 0x100
-_libc.clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-_SIGSUSPEND = ctypes.cast(_libc.sigsuspend, ctypes.c_void_p)  # the keeper's body (pause() is not in the filter)
-_ALL_SIGNALS = ctypes.create_string_buffer(128)  # a sigset_t
-_libc.sigfillset(_ALL_SIGNALS)
-_KEEPER_STACK = None
-_KEEPER = 0  # the keeper's pid, in a child that has one
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
+CLONE_NEWPID, CLONE_VM, CLONE_VFORK = 0x20000000, 0x100, 0x4000
+CLONE_CHILD_SETTID, CLONE_CHILD_CLEARTID = 0x01000000, 0x00200000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_RDONLY, MS_BIND, MS_REMOUNT, MS_REC, MS_PRIVATE = 2, 4, 8, 1, 0x1000, 0x20, 0x4000, 0x40000
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 24, 38, 22, 2
-PR_SET_CHILD_SUBREAPER, WALL = 36, 0x40000000
+PR_GET_TID_ADDRESS = 40
+# clone(2)'s and rseq(2)'s numbers, and clone's order of its last two
+# arguments: child_tid then tls on x86-64, tls then child_tid on arm64
+# (CONFIG_CLONE_BACKWARDS).
+_SYS_CLONE, _SYS_RSEQ, _TLS_BEFORE_CTID = {"x86_64": (56, 334, False), "aarch64": (220, 293, True)}[os.uname().machine]
+RSEQ_FLAG_UNREGISTER, RSEQ_SIG = 1, {"x86_64": 0x53053053, "aarch64": 0xD428BC00}[os.uname().machine]
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
 MAX_MSG = 1 << 20
 
@@ -108,6 +115,7 @@ def _isolate(uid, disk_bytes, inodes):
     namespace's root), returns a directory fd of its work dir."""
     _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWCGROUP), "unshare")
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    _mount_proc()
     flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
     work = "size=%d,nr_inodes=%d,mode=0700,uid=%d,gid=%d" % (disk_bytes, inodes, uid, uid)
     tmp = "size=%d,nr_inodes=%d,mode=1777" % (disk_bytes, inodes)
@@ -120,6 +128,24 @@ def _isolate(uid, disk_bytes, inodes):
     s.close()
     os.chdir("/work")
     return os.open("/work", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def _mount_proc():
+    """Mounts a /proc of this child's PID namespace over the zygote's, as
+    boxer's nsinit mounts a cold sandbox's (mountProc): hidepid=2, the same
+    files masked with /dev/null and the same directories read-only. Only a
+    process of the namespace can mount its proc: the child, its pid 1."""
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    _check(_libc.mount(b"proc", b"/proc", b"proc", flags, b"hidepid=2"), "mount /proc")
+    for name in _CONFIG[2].split():
+        path = ("/proc/" + name).encode()
+        if os.path.exists(path):
+            _check(_libc.mount(b"/dev/null", path, None, MS_BIND, None), "mask /proc/" + name)
+    for name in _CONFIG[3].split():
+        path = ("/proc/" + name).encode()
+        if os.path.exists(path):
+            _check(_libc.mount(path, path, None, MS_BIND | MS_REC, None), "bind /proc/" + name)
+            _check(_libc.mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, None), "remount /proc/" + name)
 
 
 def _limit_zygote():
@@ -153,16 +179,71 @@ def _filter(prog):
     return fprog
 
 
-def _drop(uid, fprog):
-    """Leaves root for good: with every uid non-zero the kernel clears the
-    permitted and effective capabilities, and the bounding set, emptied in
-    _limit_zygote, keeps any exec from granting one. The sandbox's syscall
-    filter comes last."""
-    if uid <= 0:  # root's, or a request garbled: the job would keep every capability
-        raise ValueError("refusing uid %d for a job" % uid)
+def _drop(uid, init_uid, fprog):
+    """Leaves root for good and splits the child in two; returns in the
+    second process only, which runs the job.
+
+    The forked process is pid 1 of the child's PID namespace. Like a cold
+    sandbox's pid 1 it must be no process the job can see or signal, and
+    the job must be pid 2, its child. And it keeps the address space alive:
+    tearing down a forked interpreter's (the zygote's page tables, tens of
+    thousands of entries with numpy and pandas pre-imported) takes
+    milliseconds, which the kernel spends before the exit is reported; with
+    pid 1 holding it, the job's exit is reported at once, and the teardown
+    happens when boxer kills pid 1 after the answer.
+
+    So pid 1 makes the job's process with clone(CLONE_VM | CLONE_VFORK),
+    which shares its memory and suspends it until the job's process exits
+    or execs; boxer then stops it (SIGSTOP, which a pid 1 takes only from
+    outside its namespace) before the job arrives, so that when it wakes it
+    stops before running one more instruction: the job may have rewritten
+    the stack it would return on. Its credentials make it harmless even
+    then: the real and saved uid init_uid and the effective uid the job's
+    (no uid is 0, so the kernel clears every capability), which hides it
+    from the job's /proc and refuses the job's signals, while the job's
+    process may still take the job's uid for all three.
+
+    pid 1 never reaps: the job's process stays a zombie, from which boxer
+    reads its wait status (Warm.Run). So do processes the job orphans, which
+    the kernel hands to pid 1: they hold their pids until the run ends,
+    where a cold sandbox's pid 1 reaps them as they exit. (Ignoring SIGCHLD
+    in pid 1 would have the kernel reap them, and also the job's process
+    once it has exec'd, with its status: exec makes its exit signal
+    SIGCHLD.)"""
+    if uid <= 0 or init_uid <= 0 or uid == init_uid:  # a request garbled: root's would keep every capability
+        raise ValueError("refusing uids %d and %d for a job" % (uid, init_uid))
     os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
+    os.setresuid(init_uid, uid, init_uid)
     _install(fprog, "seccomp")
+    _rseq(RSEQ_FLAG_UNREGISTER)
+    # The kernel writes the new process's thread id into glibc's thread
+    # descriptor (CLONE_CHILD_SETTID), as fork does: raise() and abort()
+    # signal the thread named there. No exit signal: pid 1 is not woken.
+    tail = (0, _TID_ADDRESS) if _TLS_BEFORE_CTID else (_TID_ADDRESS, 0)
+    pid = _libc.syscall(_SYS_CLONE, CLONE_VM | CLONE_VFORK | CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID, 0, 0, *tail)
+    if pid < 0:
+        _check(-1, "clone the job's process")
+    if pid > 0:  # woken without boxer's stop: the job's process died in set-up
+        _exit(70)
+    _rseq(0)
+    os.setsid()  # out of pid 1's session: SIGCONT is allowed within one
+    os.setresuid(uid, uid, uid)
+    # Every change of uid left the address space undumpable, which would
+    # hide the job's own processes from it in /proc (hidepid).
+    _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
+
+
+def _rseq(flags):
+    """Unregisters (RSEQ_FLAG_UNREGISTER) or registers glibc's restartable
+    sequence area for this process. The job's process shares pid 1's memory
+    and so its thread descriptor, where the kernel keeps the CPU number of
+    the process registered: unregistered in pid 1 it reads as unknown, and
+    registered again in the job's process it is the job's. x86-64 only,
+    where the thread pointer is glibc's pthread_self(); elsewhere nothing
+    is done, and glibc's sched_getcpu() reports pid 1's last CPU."""
+    if _TLS_BEFORE_CTID or not _RSEQ_SIZE:
+        return
+    _libc.syscall(_SYS_RSEQ, _libc.pthread_self() + _RSEQ_OFFSET, _RSEQ_SIZE, flags, RSEQ_SIG, 0)
 
 
 def _install(fprog, step):
@@ -195,15 +276,14 @@ def _child(req, job_fd, fprog, drop):
         # them.
         os.setsid()
         _signal.signal(_signal.SIGHUP, _signal.SIG_DFL)
-        _, uid, disk_bytes, inodes = req
+        _, uid, init_uid, disk_bytes, inodes = req
         CTRL.detach()  # fd 3 becomes the job socket; the control socket is the zygote's
         null = os.open("/dev/null", os.O_RDWR)
-        # The job's stdin, stdout and stderr come with the job (see
-        # _keep_memory for why not sooner); until then, /dev/null.
+        # The job's stdin, stdout and stderr come with the job, so that pid
+        # 1 never holds them; until then, /dev/null.
         for fd, target in ((null, 0), (null, 1), (null, 2), (job_fd, 3)):
             os.dup2(fd, target)
         os.closerange(4, 1 << 20)
-        _fresh_child()
         sock = socket.socket(fileno=3)
         # boxer reads our pid, as its own namespace numbers it, from the
         # credentials the kernel attaches to this message (SO_PASSCRED).
@@ -213,8 +293,9 @@ def _child(req, job_fd, fprog, drop):
         if not sock.recv(64):  # "go": boxer has moved us into our cgroup
             os._exit(0)
         wfd = _isolate(uid, disk_bytes, inodes)
-        _drop(uid, fprog)
-        _keep_memory()
+        _drop(uid, init_uid, fprog)
+        _fresh_child()
+        # From the job's process: boxer learns its pid from the credentials.
         socket.send_fds(sock, [b'{"op":"ready"}'], [wfd])
         os.close(wfd)
         _rehearse()
@@ -235,47 +316,6 @@ def _child(req, job_fd, fprog, drop):
         finally:
             os._exit(70)
     _run(job)
-
-
-def _keep_memory():
-    """Starts the keeper: a process sharing this child's memory (clone with
-    CLONE_VM, not a thread) that sleeps in sigsuspend() until boxer kills
-    it.
-
-    Tearing down a child's address space (the zygote's page tables, tens of
-    thousands of entries with numpy and pandas pre-imported) takes
-    milliseconds, and the kernel does it before the exit is reported. With
-    the keeper holding the address space the job's exit is reported at
-    once, and the teardown happens when boxer kills the keeper after the
-    answer.
-
-    The keeper gets a copy of the descriptor table as it is now, before the
-    job's stdin, stdout and stderr exist in this process: it holds no pipe
-    boxer waits on, and nothing the job opens or closes later (an exec
-    included) is held by it. It is made after _drop, so it has the job's
-    uid, no capabilities, no new privileges, the seccomp filter, the cgroup
-    and namespaces. Its signals are blocked, but the job shares its memory
-    and can take it over: boxer treats it as the job's own process (see
-    Warm.killRest). It exits with no signal to anyone, so the job's own
-    wait() never sees it."""
-    global _KEEPER_STACK, _KEEPER
-    # Private: a shared anonymous map would be a shmem file made and freed
-    # for every child. Never freed: the keeper sleeps on it.
-    _KEEPER_STACK = mmap.mmap(-1, 16384, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    top = ctypes.addressof(ctypes.c_char.from_buffer(_KEEPER_STACK)) + len(_KEEPER_STACK) - 64
-    old = _signal.pthread_sigmask(_signal.SIG_BLOCK, _signal.valid_signals())
-    # Born on this CPU and kept there: a CPU the keeper ran on stays in the
-    # address space's CPU mask, and every copy-on-write fault of the job
-    # would then flush that CPU's TLB too.
-    os.sched_setaffinity(0, (_libc.sched_getcpu(),))
-    try:
-        pid = _libc.clone(_SIGSUSPEND, ctypes.c_void_p(top), CLONE_VM, ctypes.addressof(_ALL_SIGNALS))
-    finally:
-        os.sched_setaffinity(0, _CPUS)
-        _signal.pthread_sigmask(_signal.SIG_SETMASK, old)
-    if pid < 0:
-        _check(-1, "clone keeper")
-    _KEEPER = pid
 
 
 def _rehearse():
@@ -511,35 +551,30 @@ def _learn(fprog, drop):
     fault costs about 17 us idle and more under load (internal/pool's doc).
     Learning the sample's whole life rather than its job alone took a
     child's CPU per print(2+2) under load down by a third. A sample that
-    skipped the hand-over (hello, go, _drop, the keeper, the job message)
+    skipped the hand-over (hello, go, _drop, the job message)
     left 34 of a child's faults and 3 of the zygote's per job unlearned;
     learning them too cut the machine's CPU per warm print(2+2) under load
     by 8%."""
     maps = _writable_maps()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     report_r, report_w = os.pipe()
-    # The sample's keeper outlives it: the zygote adopts it then, rather
-    # than pid 1, and sees it gone before it is ready.
-    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
-    pid = os.fork()
+    pid = _fork()
     if pid == 0:
         try:
-            def report():  # last, on stderr (report_w): the keeper's pid, a count, the ranges
+            def report():  # last, on stderr (report_w): a count, the ranges
                 flat = ()
                 try:
-                    # _drop's change of uid left the process undumpable,
-                    # and its /proc/self/pagemap root's (internal/pool's doc).
-                    _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
                     flat = tuple(n for run in _ranges(_exclusive(maps)) for n in run)
                 except Exception:
                     pass  # nothing learned: children then copy nothing ahead
-                out = _REPORT + struct.pack("%dQ" % (2 + len(flat)), _KEEPER, len(flat) // 2, *flat)
+                out = _REPORT + struct.pack("%dQ" % (1 + len(flat)), len(flat) // 2, *flat)
                 while out:
                     out = out[os.write(2, out):]
 
             global _ON_FINALIZE
             _ON_FINALIZE = report
-            _child((0, _job_uid(), 1 << 20, 16), theirs.fileno(), fprog, drop)
+            uid = _job_uid()
+            _child((0, uid, uid + 1, 1 << 20, 16), theirs.fileno(), fprog, drop)
         finally:
             os._exit(70)
     theirs.close()
@@ -553,6 +588,7 @@ def _learn(fprog, drop):
         said, fds, _, _ = socket.recv_fds(ours, MAX_MSG, 1)  # ready, with the work dir
         if len(fds) != 1:
             raise RuntimeError("the sample child's set-up failed: %r" % said)
+        os.kill(pid, _signal.SIGSTOP)  # its pid 1, as boxer stops a child's
         with open(os.open("main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fds[0]), "w") as f:
             f.write("print(2+2)\n")
         os.close(fds[0])
@@ -568,23 +604,30 @@ def _learn(fprog, drop):
     while chunk := os.read(report_r, 1 << 16):
         data += chunk
     os.close(report_r)
+    os.kill(pid, _signal.SIGKILL)
     os.waitpid(pid, 0)
     at = data.rfind(_REPORT)
     if at < 0:  # the job did not run to its end: neither would any child's
         raise RuntimeError("the sample child's job failed: %r" % data[-2000:])
     body = data[at + len(_REPORT):]
-    if len(body) < 16 or len(body) != 16 + 16 * struct.unpack_from("Q", body, 8)[0]:
+    if len(body) < 8 or len(body) != 8 + 16 * struct.unpack_from("Q", body)[0]:
         raise RuntimeError("the sample child's report is cut short: %d bytes" % len(body))
-    keeper, count = struct.unpack_from("2Q", body)
-    flat = struct.unpack_from("%dQ" % (2 * count), body, 16)
-    if keeper > 0:
-        os.kill(keeper, _signal.SIGKILL)  # the zygote's child now
-        os.waitpid(keeper, WALL)  # it has no exit signal
-    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), "subreaper")
+    count, = struct.unpack_from("Q", body)
+    flat = struct.unpack_from("%dQ" % (2 * count), body, 8)
     return tuple(zip(flat[0::2], flat[1::2]))
 
 
 _REPORT = b"\0boxer-learned\0"  # heads the sample's report, after anything else it wrote to stderr
+
+
+def _fork():
+    """os.fork, the child the first process, pid 1, of a new PID namespace.
+    unshare(CLONE_NEWPID) makes the namespace the zygote's next child goes
+    into; the kernel allows it only while that is still the zygote's own,
+    so the zygote goes back to its own first."""
+    _check(_libc.setns(_OWN_PIDNS, CLONE_NEWPID), "setns to the zygote's PID namespace")
+    _check(_libc.unshare(CLONE_NEWPID), "unshare a PID namespace")
+    return os.fork()
 
 
 def _job_uid():
@@ -898,10 +941,11 @@ def main():
     _serve(fprog, drop)
 
 
-# A fork request: four little-endian int64s, as forkReq in zygote_linux.go
-# marshals them: the request's id, the child's uid, and its tmpfs size in
-# bytes and in inodes. Replies are formatted bytes, not json.dumps.
-_FORK_REQ = struct.Struct("<4q")
+# A fork request: five little-endian int64s, as forkReq in zygote_linux.go
+# marshals them: the request's id, the job's uid, its pid 1's uid (see
+# _drop), and its tmpfs size in bytes and in inodes. Replies are formatted
+# bytes, not json.dumps.
+_FORK_REQ = struct.Struct("<5q")
 _FORKED = b'{"op":"forked","pid":%d,"id":%d}'
 _EXITED = b'{"op":"exited","pid":%d,"status":%d}'
 _REFUSED = b'{"op":"error","msg":"malformed fork request: %d bytes, %d descriptors, flags %#x"}'
@@ -924,7 +968,7 @@ def _serve(fprog, drop):
     space = socket.CMSG_SPACE(4)
     ctrl = CTRL.fileno()
     recv, send = CTRL.recvmsg_into, CTRL.send
-    fork, close, pidfd_open, waitpid = os.fork, os.close, os.pidfd_open, os.waitpid
+    fork, close, pidfd_open, waitpid = _fork, os.close, os.pidfd_open, os.waitpid
     rights, truncated = (socket.SOL_SOCKET, socket.SCM_RIGHTS), socket.MSG_TRUNC | socket.MSG_CTRUNC
     poller = select.epoll()
     poller.register(ctrl, select.EPOLLIN)
@@ -999,5 +1043,15 @@ def _reap_strays(poller, children):
 
 
 CTRL = socket.socket(fileno=3)
+# The zygote's own PID namespace, to come back to before each child's (see
+# _fork), and the address of the thread id in glibc's thread descriptor,
+# which a child's pid 1 has the kernel fill in for the job's process (see
+# _drop): the one glibc's fork set up, and the same in every child.
+_OWN_PIDNS = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+_tid = ctypes.c_void_p()
+_check(_libc.prctl(PR_GET_TID_ADDRESS, ctypes.byref(_tid), 0, 0, 0), "PR_GET_TID_ADDRESS")
+_TID_ADDRESS = _tid.value
+_RSEQ_OFFSET = ctypes.c_long.in_dll(_libc, "__rseq_offset").value if hasattr(_libc, "__rseq_offset") else 0
+_RSEQ_SIZE = ctypes.c_uint.in_dll(_libc, "__rseq_size").value if hasattr(_libc, "__rseq_size") else 0
 if __name__ == "__main__":
     main()

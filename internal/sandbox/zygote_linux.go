@@ -130,7 +130,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	if cfg.MemoryBytes == 0 {
 		cfg.MemoryBytes = 1 << 30
 	}
-	if cfg.Slots < 1 || cfg.Slots >= idBlock/8 {
+	if cfg.Slots < 1 || cfg.Slots >= idBlock/16 {
 		return nil, fmt.Errorf("zygote: slots %d out of range", cfg.Slots)
 	}
 	block := -1
@@ -147,7 +147,9 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	// The cold sandboxes use the lower half of the engine's ids; zygote
 	// block k is the k-th quarter of the upper half.
 	base := e.cfg.IDBase + idBlock/2 + uint32(block)*idBlock/8
-	ids := idMap{root: base, user: base + 1, users: cfg.Slots, release: unlock}
+	// Each slot has two uids: its job's, UID+slot, and its pid 1's,
+	// UID+Slots+slot (see _drop in zygote.py).
+	ids := idMap{root: base, user: base + 1, users: 2 * cfg.Slots, release: unlock}
 
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -172,6 +174,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		extraFD: childEnd,
 		files: []nsinit.File{
 			{Path: "/etc/passwd", Mode: 0o644, Content: passwd(cfg.Slots)},
+			{Path: "/etc/group", Mode: 0o644, Content: group(cfg.Slots)},
 			{Path: zygotePath, Mode: 0o644, Content: zygoteSource},
 		},
 	})
@@ -233,7 +236,8 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 			return nil, fmt.Errorf("zygote: invalid pre-import %q", m)
 		}
 	}
-	hello := hex.EncodeToString(e.filter) + "\n" + hex.EncodeToString(e.sealFilter) + "\n" + strings.Join(cfg.PreImports, "\n")
+	hello := strings.Join(append([]string{hex.EncodeToString(e.filter), hex.EncodeToString(e.sealFilter),
+		strings.Join(nsinit.ProcMasked, " "), strings.Join(nsinit.ProcReadOnly, " ")}, cfg.PreImports...), "\n")
 	if _, err := ctrl.Write([]byte(hello)); err != nil {
 		return nil, fmt.Errorf("zygote: send config: %w", err)
 	}
@@ -344,20 +348,21 @@ func (z *Zygote) deliver(m zygoteMsg) {
 	}
 }
 
-// forkReq asks the zygote for one child. It travels as four little-endian
+// forkReq asks the zygote for one child. It travels as five little-endian
 // int64s in field order (zygote.py's _FORK_REQ), not as JSON: the
 // zygote's loop reads it into one reused buffer, because every page the
 // loop writes is a copy-on-write fault after each fork.
 type forkReq struct {
 	ID        int64 // echoed in the reply
-	UID       int64
+	UID       int64 // the job's
+	InitUID   int64 // the child's pid 1's (see _drop in zygote.py)
 	DiskBytes int64
 	Inodes    int64
 }
 
 func (r forkReq) marshal() []byte {
-	b := make([]byte, 0, 32)
-	for _, v := range [...]int64{r.ID, r.UID, r.DiskBytes, r.Inodes} {
+	b := make([]byte, 0, 40)
+	for _, v := range [...]int64{r.ID, r.UID, r.InitUID, r.DiskBytes, r.Inodes} {
 		b = binary.LittleEndian.AppendUint64(b, uint64(v))
 	}
 	return b
@@ -444,6 +449,17 @@ func (z *Zygote) Close() {
 
 // Closed is closed once Close has removed the zygote sandbox.
 func (z *Zygote) Closed() <-chan struct{} { return z.closed }
+
+// group is /etc/group for a zygote sandbox: every child gid is "sandbox".
+func group(slots int) string {
+	var b strings.Builder
+	b.WriteString("root:x:0:\n")
+	for i := range slots {
+		fmt.Fprintf(&b, "sandbox:x:%d:\n", UID+i)
+	}
+	b.WriteString("nogroup:x:65534:\n")
+	return b.String()
+}
 
 // passwd is /etc/passwd for a zygote sandbox: every child uid is "sandbox".
 func passwd(slots int) string {

@@ -5,9 +5,9 @@ package seccomp
 import "golang.org/x/sys/unix"
 
 // zygoteNSFlags are the namespaces a warm pool's zygote may still create for
-// each child it forks. A user, PID, UTS or time namespace stays refused: the
-// zygote only separates mounts, IPC, network and cgroup views.
-const zygoteNSFlags = unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP
+// each child it forks. A user, UTS or time namespace stays refused: the
+// zygote only separates processes, mounts, IPC, network and cgroup views.
+const zygoteNSFlags = unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP
 
 // io_uring_register's opcodes the zygote may use
 // (include/uapi/linux/io_uring.h); x/sys/unix does not name them.
@@ -18,8 +18,10 @@ const (
 
 // Zygote returns the policy of a warm pool's zygote: Default, plus
 //   - the unshare, mount and umount2 calls it needs to give each forked
-//     child its own namespaces and tmpfs mounts before the child installs
-//     Default on top of it;
+//     child its own namespaces, /proc and tmpfs mounts before the child
+//     installs Default on top of it, and setns for a PID namespace alone,
+//     to return to its own before it makes the next child's (zygote.py's
+//     _fork);
 //   - io_uring_setup, and io_uring_register for registering buffers and
 //     the ring's own descriptor alone, with which the zygote pins the
 //     pages its children write so that every fork copies them at once
@@ -37,6 +39,9 @@ func Zygote() Policy {
 	extra := map[uint32]Rule{
 		unix.SYS_UNSHARE: {Nr: unix.SYS_UNSHARE, Action: Allow, Checks: []Check{
 			{Arg: 0, Op: AnyBits, Value: nsFlags &^ zygoteNSFlags, Action: Errno(unix.EPERM)},
+		}},
+		unix.SYS_SETNS: {Nr: unix.SYS_SETNS, Action: Errno(unix.EPERM), Checks: []Check{
+			{Arg: 1, Op: Equal, Value: unix.CLONE_NEWPID, Action: Allow},
 		}},
 		unix.SYS_MOUNT:          {Nr: unix.SYS_MOUNT, Action: Allow},
 		unix.SYS_UMOUNT2:        {Nr: unix.SYS_UMOUNT2, Action: Allow},

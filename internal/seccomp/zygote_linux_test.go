@@ -8,8 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The zygote may unshare the namespaces it gives each child, mount and
-// unmount, pin pages through io_uring (set up a ring, register buffers and
+// The zygote may unshare the namespaces it gives each child, go back to its
+// own PID namespace, mount and unmount, pin pages through io_uring (set up a ring, register buffers and
 // the ring's descriptor, never enter it), populate pages through
 // process_madvise, and nothing more than Default otherwise.
 func TestZygotePolicy(t *testing.T) {
@@ -35,11 +35,17 @@ func TestZygotePolicy(t *testing.T) {
 	}
 	u := rule(z, unix.SYS_UNSHARE)
 	if u.Action != Allow || len(u.Checks) != 1 || u.Checks[0].Action != eperm ||
-		u.Checks[0].Value&unix.CLONE_NEWUSER == 0 || u.Checks[0].Value&unix.CLONE_NEWPID == 0 ||
+		u.Checks[0].Value&unix.CLONE_NEWUSER == 0 || u.Checks[0].Value&unix.CLONE_NEWPID != 0 ||
 		u.Checks[0].Value&unix.CLONE_NEWNS != 0 || u.Checks[0].Value&unix.CLONE_NEWNET != 0 {
 		t.Errorf("unshare: %+v", u)
 	}
 	vm := program(t, z)
+	for nstype, want := range map[uint64]Action{unix.CLONE_NEWPID: Allow, 0: eperm, unix.CLONE_NEWNS: eperm,
+		unix.CLONE_NEWUSER: eperm, unix.CLONE_NEWPID | unix.CLONE_NEWNS: eperm} {
+		if got := run(t, vm, z.Arch, unix.SYS_SETNS, 3, nstype); got != want {
+			t.Errorf("setns(fd, %#x) = %v, want %v", nstype, got, want)
+		}
+	}
 	for advice, want := range map[uint64]Action{unix.MADV_POPULATE_WRITE: Allow, unix.MADV_COLD: eperm, unix.MADV_PAGEOUT: eperm, unix.MADV_DONTNEED: eperm} {
 		if got := run(t, vm, z.Arch, unix.SYS_PROCESS_MADVISE, 3, 0, 1, advice, 0); got != want {
 			t.Errorf("process_madvise(advice %d) = %v, want %v", advice, got, want)
@@ -78,8 +84,8 @@ func TestZygotePolicy(t *testing.T) {
 			changed++
 		}
 	}
-	if changed != 6 {
-		t.Errorf("%d rules differ from Default, want 6", changed)
+	if changed != 7 {
+		t.Errorf("%d rules differ from Default, want 7", changed)
 	}
 	if _, err := Build(z); err != nil {
 		t.Fatal(err)

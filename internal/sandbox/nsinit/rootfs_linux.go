@@ -16,13 +16,14 @@ const (
 	dataFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
 )
 
-// procMasked are /proc files hidden behind /dev/null: kernel memory, key
-// and timer details that a program has no use for.
-var procMasked = []string{"kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger", "kallsyms"}
+// ProcMasked are /proc files hidden behind /dev/null: kernel memory, key
+// and timer details that a program has no use for. A warm child's /proc
+// masks the same (zygote.py's _mount_proc).
+var ProcMasked = []string{"kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger", "kallsyms"}
 
-// procReadOnly are /proc directories made read-only, so no sysctl or IRQ
+// ProcReadOnly are /proc directories made read-only, so no sysctl or IRQ
 // setting can be written even by a process that gained privilege.
-var procReadOnly = []string{"sys", "bus", "fs", "irq"}
+var ProcReadOnly = []string{"sys", "bus", "fs", "irq"}
 
 // buildRoot assembles the sandbox's root on s.Root and pivots into it.
 //
@@ -212,7 +213,7 @@ func mountProc(r string, sysctls map[string]string) error {
 		}
 	}
 	null := filepath.Join(r, "dev", "null")
-	for _, name := range procMasked {
+	for _, name := range ProcMasked {
 		p := filepath.Join(proc, name)
 		if _, err := os.Stat(p); err != nil {
 			continue // not built into this kernel
@@ -221,7 +222,7 @@ func mountProc(r string, sysctls map[string]string) error {
 			return wrap("mask /proc/"+name, err)
 		}
 	}
-	for _, name := range procReadOnly {
+	for _, name := range ProcReadOnly {
 		p := filepath.Join(proc, name)
 		if _, err := os.Stat(p); err != nil {
 			continue
