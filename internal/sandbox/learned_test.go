@@ -169,10 +169,10 @@ def rings():
 `
 
 // runZygoteModule runs script after loadZygote with /usr/bin/python3, its
-// arguments being the path of a copy of zygote.py and mode. zygote.py
+// arguments being the path of a copy of zygote.py and args. zygote.py
 // reads its configuration from fd 3, a socket: it gets no seccomp program
 // and no pre-imports.
-func runZygoteModule(t *testing.T, script, mode string) ([]byte, error) {
+func runZygoteModule(t *testing.T, script string, args ...string) ([]byte, error) {
 	t.Helper()
 	src := filepath.Join(t.TempDir(), "zygote.py")
 	if err := os.WriteFile(src, []byte(zygoteSource), 0o644); err != nil {
@@ -187,7 +187,7 @@ func runZygoteModule(t *testing.T, script, mode string) ([]byte, error) {
 	if _, err := ours.Write([]byte("\n")); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("/usr/bin/python3", "-c", loadZygote+script, src, mode)
+	cmd := exec.Command("/usr/bin/python3", append([]string{"-c", loadZygote + script, src}, args...)...)
 	cmd.ExtraFiles = []*os.File{theirs}
 	out, err := cmd.CombinedOutput()
 	theirs.Close()

@@ -148,7 +148,7 @@ if pid == 0:
     os.read(r, 1)
     os._exit(0)
 st = open("/proc/%d/stat" % pid).read().split()
-print(st[2], st[3] == str(os.getpid()), open("/proc/%d/cmdline" % pid, "rb").read() != b"", len(os.listdir("/proc/%d/fd" % pid)) > 0)
+print(st[2] in "RS", st[3] == str(os.getpid()), open("/proc/%d/cmdline" % pid, "rb").read() != b"", len(os.listdir("/proc/%d/fd" % pid)) > 0)
 os.write(w, b"x")
 print(os.waitpid(pid, 0) == (pid, 0))
 `

@@ -16,6 +16,7 @@ import (
 
 	"boxer"
 	"boxer/internal/cgroup"
+	"boxer/internal/sandbox/nsinit"
 
 	"golang.org/x/sys/unix"
 )
@@ -146,7 +147,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	if hello.creds == nil || hello.Op != "hello" {
+	if hello.creds == nil || hello.Op != nsinit.OpHello {
 		return nil, fmt.Errorf("warm child: no credentials in %q", hello.Op)
 	}
 	pid := int(hello.creds.Pid)
@@ -157,14 +158,14 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	if err := w.cg.Add(pid); err != nil {
 		return nil, fmt.Errorf("move warm child into its cgroup: %w", err)
 	}
-	if err := w.send(map[string]string{"op": "go"}); err != nil {
+	if err := w.send(nsinit.WarmMsg{Op: nsinit.OpGo}); err != nil {
 		return nil, err
 	}
 	ready, err := w.recv(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if ready.Op != "ready" || len(ready.fds) != 1 || ready.creds == nil || int(ready.creds.Pid) == pid {
+	if ready.Op != nsinit.OpReady || len(ready.fds) != 1 || ready.creds == nil || int(ready.creds.Pid) == pid {
 		for _, fd := range ready.fds {
 			unix.Close(fd)
 		}
@@ -193,8 +194,8 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	return w, nil
 }
 
-func (w *Warm) send(v any) error {
-	b, _ := json.Marshal(v)
+func (w *Warm) send(m nsinit.WarmMsg) error {
+	b, _ := json.Marshal(m)
 	if _, err := w.conn.Write(b); err != nil {
 		return fmt.Errorf("warm child: send: %w", err)
 	}
@@ -203,9 +204,9 @@ func (w *Warm) send(v any) error {
 
 // childMsg is one message from a warm child, with what the kernel attached.
 type childMsg struct {
-	Op, Msg string
-	creds   *unix.Ucred
-	fds     []int
+	nsinit.WarmMsg
+	creds *unix.Ucred
+	fds   []int
 }
 
 // recv reads the child's next message, within the setup timeout.
@@ -239,7 +240,7 @@ func (w *Warm) recv(ctx context.Context) (childMsg, error) {
 			m.creds = cred
 		}
 	}
-	if err := json.Unmarshal(buf[:n], &m); err != nil {
+	if m.WarmMsg, err = decodeWarmMsg(buf[:n]); err != nil {
 		for _, fd := range m.fds {
 			unix.Close(fd)
 		}
@@ -311,13 +312,8 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form F
 	}
 	io := startIO(w.stdin, w.out, w.err, job.Stdin, lim.OutputBytes)
 	w.stdin, w.out, w.err = nil, nil, nil
-	var rl [][3]uint64
-	for _, r := range rlimits {
-		rl = append(rl, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
-	}
-	msg := map[string]any{"form": form.Kind, "target": form.Target, "args": nonNil(form.Args),
-		"orig_argv": job.Argv, "rlimits": rl}
-	b, _ := json.Marshal(msg)
+	b, _ := json.Marshal(nsinit.WarmJob{Form: form.Kind, Target: form.Target, Args: nonNil(form.Args),
+		OrigArgv: job.Argv, Rlimits: rlimits})
 	fds := make([]int, len(w.child))
 	for i, f := range w.child {
 		fds[i] = int(f.Fd())
@@ -333,10 +329,11 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form F
 	started := time.Now()
 	out := awaitEnd(ctx, lim.WallTime, exitOf(w.job, w.jobPid), func() { _ = w.cg.Kill() })
 	wall := time.Since(started)
-	if out.exited && !out.timedOut && !out.cancelled && w.initKilled() {
+	if out.exited && !out.timedOut && !out.cancelled && out.waitStatus.Signaled() &&
+		out.waitStatus.Signal() == unix.SIGKILL && w.initKilled() {
 		// pid 1 was killed under the job (the zygote died, taking its
-		// PID namespace and every one below it): the job's status is
-		// the kill's, not the program's.
+		// PID namespace and every one below it): the job's SIGKILL is
+		// that kill's, not the program's.
 		out = outcome{initFailed: "the warm child's pid 1 was killed while the job ran"}
 	}
 	// The job's process is gone; whatever it started goes too, before

@@ -97,13 +97,38 @@ def _check(ret, step):
         raise OSError(err, "%s: %s" % (step, os.strerror(err)))
 
 
-def _recv(sock, nfds=0):
-    msg, fds, _, _ = socket.recv_fds(sock, MAX_MSG, nfds)
-    return (json.loads(msg) if msg else None), fds
-
-
 def _send(sock, obj):
     sock.send(json.dumps(obj).encode())
+
+
+# The messages, as nsinit.WarmMsg and nsinit.WarmJob declare them (see
+# internal/sandbox/nsinit/warm.go); TestZygoteSpeaksTheProtocol holds this
+# file to those structs. Fixed messages are fixed bytes: every page of json
+# a child touches is a copy-on-write fault (see internal/pool's doc).
+_HELLO, _GO, _READY = b'{"op":"hello"}', b'{"op":"go"}', b'{"op":"ready"}'
+_JOB_FIELDS = ("form", "target", "args", "orig_argv", "rlimits")
+_RLIMIT_FIELDS = ("resource", "cur", "max")
+
+
+def _error(e):
+    """The message a child that failed sends (OpError)."""
+    return {"op": "error", "msg": "%s: %s" % (type(e).__name__, e)}
+
+
+def _zygote_ready(preimported, huge, learned, pinned):
+    """The zygote's OpReady."""
+    return {"op": "ready", "preimported": preimported, "huge_text_bytes": huge,
+            "learned_pages": learned, "pinned_pages": pinned}
+
+
+def _job(msg):
+    """The WarmJob in msg, checked to have exactly its fields, each rlimit
+    too: a field boxer added and the zygote does not read, or the other way
+    round, fails the job's set-up instead of being ignored."""
+    job = json.loads(msg)
+    if sorted(job) != sorted(_JOB_FIELDS) or any(sorted(r) != sorted(_RLIMIT_FIELDS) for r in job["rlimits"]):
+        raise ValueError("job fields %s, want %s (rlimits %s)" % (sorted(job), _JOB_FIELDS, _RLIMIT_FIELDS))
+    return job
 
 
 class _SockFprog(ctypes.Structure):
@@ -289,30 +314,31 @@ def _child(req, job_fd, fprog, drop):
         # credentials the kernel attaches to this message (SO_PASSCRED).
         # Fixed messages are fixed bytes: every page of json a child touches
         # is a copy-on-write fault (see internal/pool's doc).
-        sock.send(b'{"op":"hello"}')
+        sock.send(_HELLO)
         if not sock.recv(64):  # "go": boxer has moved us into our cgroup
             os._exit(0)
         wfd = _isolate(uid, disk_bytes, inodes)
         _drop(uid, init_uid, fprog)
         _fresh_child()
         # From the job's process: boxer learns its pid from the credentials.
-        socket.send_fds(sock, [b'{"op":"ready"}'], [wfd])
+        socket.send_fds(sock, [_READY], [wfd])
         os.close(wfd)
         _rehearse()
-        job, stdio = _recv(sock, 3)
+        msg, stdio, _, _ = socket.recv_fds(sock, MAX_MSG, 3)
         sock.close()  # caller code gets no channel to boxer
-        if job is None or len(stdio) != 3:
+        if not msg or len(stdio) != 3:
             os._exit(0)  # discarded unused
+        job = _job(msg)
         for fd, target in zip(stdio, (0, 1, 2)):
             os.dup2(fd, target)
             os.close(fd)
-        for res, cur, hard in job["rlimits"]:
-            resource.setrlimit(res, (cur, hard))
+        for r in job["rlimits"]:
+            resource.setrlimit(r["resource"], (r["cur"], r["max"]))
         for name in drop:
             sys.modules.pop(name, None)
     except BaseException as e:  # setup failed: tell boxer, never run the job
         try:
-            _send(socket.socket(fileno=3), {"op": "error", "msg": "%s: %s" % (type(e).__name__, e)})
+            _send(socket.socket(fileno=3), _error(e))
         finally:
             os._exit(70)
     _run(job)
@@ -326,8 +352,8 @@ def _rehearse():
     while the child waits, not while the job runs."""
     import io
 
-    json.loads(json.dumps({"form": "file", "target": "main.py", "args": [], "orig_argv": ["python", "main.py"],
-                           "rlimits": [[0, 0, 0]]}))
+    _job(json.dumps({"form": "file", "target": "main.py", "args": [], "orig_argv": ["python", "main.py"],
+                     "rlimits": [{"resource": 0, "cur": 0, "max": 0}]}))
     scratch = {"__builtins__": __builtins__}
     exec(compile("x = [i for i in range(8)]\nprint(x, file=out)", "<boxer>", "exec"), dict(scratch, out=io.StringIO()))
     os.path.abspath("main.py")
@@ -582,9 +608,9 @@ def _learn(fprog, drop):
     null = os.open("/dev/null", os.O_RDWR)
     try:
         said = ours.recv(MAX_MSG)
-        if said != b'{"op":"hello"}':
+        if said != _HELLO:
             raise RuntimeError("the sample child said %r, not hello" % said)
-        ours.send(b'{"op":"go"}')
+        ours.send(_GO)
         said, fds, _, _ = socket.recv_fds(ours, MAX_MSG, 1)  # ready, with the work dir
         if len(fds) != 1:
             raise RuntimeError("the sample child's set-up failed: %r" % said)
@@ -592,8 +618,8 @@ def _learn(fprog, drop):
         with open(os.open("main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fds[0]), "w") as f:
             f.write("print(2+2)\n")
         os.close(fds[0])
-        limits = [[r, *resource.getrlimit(r)] for r in (resource.RLIMIT_CORE, resource.RLIMIT_NOFILE,
-                                                       resource.RLIMIT_FSIZE, resource.RLIMIT_STACK)]
+        limits = [dict(zip(_RLIMIT_FIELDS, (r, *resource.getrlimit(r)))) for r in
+                  (resource.RLIMIT_CORE, resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE, resource.RLIMIT_STACK)]
         job = {"form": "file", "target": "main.py", "args": [], "orig_argv": ["python", "main.py"], "rlimits": limits}
         socket.send_fds(ours, [json.dumps(job).encode()], [null, null, report_w])
     finally:
@@ -936,8 +962,7 @@ def main():
     _install(_filter(bytes.fromhex(_CONFIG[1])), "seal io_uring")
     _UNPINNED = _unpinned(learned, pinned)
     _UNPINNED_IOV = _iovecs(_UNPINNED)
-    _send(CTRL, {"op": "ready", "preimported": sorted(_PRE), "huge_text_bytes": huge,
-                 "learned_pages": _pages(learned), "pinned_pages": _pages(pinned)})
+    _send(CTRL, _zygote_ready(sorted(_PRE), huge, _pages(learned), _pages(pinned)))
     _serve(fprog, drop)
 
 

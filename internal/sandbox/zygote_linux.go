@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/binary"
@@ -54,19 +55,20 @@ type ZygoteConfig struct {
 // The zygote sandbox is an ordinary sandbox (pid 1, mounts, cgroup) whose
 // program keeps its capabilities inside the sandbox's user namespace, runs
 // under seccomp.Zygote, and never runs caller code. boxer talks to it over
-// a SOCK_SEQPACKET socket, one JSON message per packet:
+// a SOCK_SEQPACKET socket, one message per packet (the messages are
+// declared in nsinit's warm.go):
 //
 //	boxer                                    zygote
-//	seccomp hexes (job's, seal), pre-imports -> imports, limits itself, moves
-//	                                         its code to huge pages, gc.freeze,
+//	config: seccomp hexes (job's, seal),  -> imports, limits itself, moves
+//	/proc masks, pre-imports                 its code to huge pages, gc.freeze,
 //	                                         learns a job's pages (_learn),
 //	                                         pins them (_pin), seals io_uring
-//	                                   <-    {"op":"ready","preimported":[...],
-//	                                          "huge_text_bytes":H,"learned_pages":N,
-//	                                          "pinned_pages":P}
-//	fork request (forkReq) + job socket ->   fork
-//	                                   <-    {"op":"forked","pid":P}
-//	                                   <-    {"op":"exited","pid":P,"status":S}
+//	                                   <-    WarmMsg ready: pre-imported
+//	                                         modules, huge text, learned and
+//	                                         pinned pages
+//	fork request (forkReq) + job socket ->   fork into a new PID namespace
+//	                                   <-    WarmMsg forked: pid, request id
+//	                                   <-    WarmMsg exited: pid, status
 //
 // Each child then talks to boxer on its own job socket (see Warm).
 type Zygote struct {
@@ -95,9 +97,9 @@ type Zygote struct {
 	// _text_on_huge_pages in zygote.py).
 	HugeText int
 
-	forkMu  sync.Mutex     // one fork request in flight at a time
-	replies chan zygoteMsg // replies to requests; a stale one is dropped (see deliver)
-	mu      sync.Mutex     // guards exits
+	forkMu  sync.Mutex          // one fork request in flight at a time
+	replies chan nsinit.WarmMsg // replies to requests; a stale one is dropped (see deliver)
+	mu      sync.Mutex          // guards exits
 	exits   map[int]chan uint32
 	dead    chan struct{} // closed when the zygote is gone
 	closing sync.Once
@@ -106,18 +108,6 @@ type Zygote struct {
 	forks   atomic.Int64   // children forked so far
 	live    sync.WaitGroup // children not yet destroyed
 	retired atomic.Bool    // no more children; closes once live ones are gone
-}
-
-type zygoteMsg struct {
-	Op          string   `json:"op"`
-	ID          int64    `json:"id"` // of the fork request a "forked" or a failed fork's "error" answers
-	Pid         int      `json:"pid"`
-	Status      uint32   `json:"status"`
-	Preimported []string `json:"preimported"`
-	Learned     int      `json:"learned_pages"`
-	Pinned      int      `json:"pinned_pages"`
-	HugeText    int      `json:"huge_text_bytes"`
-	Msg         string   `json:"msg"` // of an "error"
 }
 
 // StartZygote starts a zygote sandbox and waits until its pre-imports are
@@ -188,7 +178,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	z := &Zygote{
 		e: e, sb: sb, ctrl: ctrl, userBase: ids.user, nofile: rlimitOf(e.zygoteRlimits(), unix.RLIMIT_NOFILE).Max,
 		slots:   make(chan int, cfg.Slots),
-		replies: make(chan zygoteMsg, 1),
+		replies: make(chan nsinit.WarmMsg, 1),
 		exits:   make(map[int]chan uint32),
 		dead:    make(chan struct{}),
 		closed:  make(chan struct{}),
@@ -245,11 +235,11 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	defer t.Stop()
 	select {
 	case m := <-z.replies:
-		if m.Op != "ready" {
+		if m.Op != nsinit.OpReady {
 			return nil, fmt.Errorf("zygote: got %q, want ready", m.Op)
 		}
-		z.Preimported, z.LearnedPages, z.PinnedPages, z.HugeText = m.Preimported, m.Learned, m.Pinned, m.HugeText
-		lim.MemoryBytes += int64(cfg.Slots) * int64(m.Learned) * int64(os.Getpagesize())
+		z.Preimported, z.LearnedPages, z.PinnedPages, z.HugeText = m.Preimported, m.LearnedPages, m.PinnedPages, m.HugeTextBytes
+		lim.MemoryBytes += int64(cfg.Slots) * int64(m.LearnedPages) * int64(os.Getpagesize())
 		if err := z.sb.cg.Set(resources(lim)); err != nil {
 			return nil, fmt.Errorf("zygote: room for its children's copies: %w", err)
 		}
@@ -305,18 +295,18 @@ func (z *Zygote) read() {
 		if err != nil || n == 0 {
 			return
 		}
-		var m zygoteMsg
-		if err := json.Unmarshal(buf[:n], &m); err != nil {
+		m, err := decodeWarmMsg(buf[:n])
+		if err != nil {
 			z.e.log.Error("zygote: bad message", "err", err)
 			return
 		}
 		switch m.Op {
-		case "forked":
+		case nsinit.OpForked:
 			z.mu.Lock()
 			z.exits[m.Pid] = make(chan uint32, 1)
 			z.mu.Unlock()
 			z.deliver(m)
-		case "exited":
+		case nsinit.OpExited:
 			z.mu.Lock()
 			ch := z.exits[m.Pid]
 			delete(z.exits, m.Pid)
@@ -334,7 +324,7 @@ func (z *Zygote) read() {
 // reader, which must go on delivering exits. A reply still buffered when
 // the next comes answers a request whose caller gave up waiting: it is
 // dropped.
-func (z *Zygote) deliver(m zygoteMsg) {
+func (z *Zygote) deliver(m nsinit.WarmMsg) {
 	for {
 		select {
 		case z.replies <- m:
@@ -346,6 +336,17 @@ func (z *Zygote) deliver(m zygoteMsg) {
 			}
 		}
 	}
+}
+
+// decodeWarmMsg reads one message of the zygote's or a warm child's. A
+// field boxer does not know is an error, not a field ignored: zygote.py and
+// nsinit.WarmMsg must say the same (TestZygoteSpeaksTheProtocol).
+func decodeWarmMsg(b []byte) (nsinit.WarmMsg, error) {
+	var m nsinit.WarmMsg
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	err := d.Decode(&m)
+	return m, err
 }
 
 // forkReq asks the zygote for one child. It travels as five little-endian
@@ -388,10 +389,10 @@ func (z *Zygote) fork(req forkReq, sock *os.File) (<-chan uint32, error) {
 			// A reply to an earlier request that timed out is not
 			// ours: its child was given up and exits on its own, or its
 			// fork failed. (A malformed request's refusal carries no id.)
-			if (m.Op == "forked" || m.Op == "error" && m.ID != 0) && m.ID != req.ID {
+			if (m.Op == nsinit.OpForked || m.Op == nsinit.OpError && m.ID != 0) && m.ID != req.ID {
 				continue
 			}
-			if m.Op != "forked" {
+			if m.Op != nsinit.OpForked {
 				return nil, fmt.Errorf("zygote: got %q, want forked: %s", m.Op, m.Msg)
 			}
 			z.mu.Lock()

@@ -1,0 +1,80 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"boxer/internal/sandbox/nsinit"
+)
+
+// zygote.py speaks the warm path's protocol as nsinit declares it: it
+// takes a WarmJob exactly as boxer marshals it, refuses one with a field
+// it does not read, and every message it can send decodes into a WarmMsg
+// with no field left over and every value where boxer reads it. A field
+// added, renamed or dropped on one side only fails here.
+func TestZygoteSpeaksTheProtocol(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	job := nsinit.WarmJob{Form: "file", Target: "main.py", Args: []string{"a b"}, OrigArgv: []string{"python", "main.py", "a b"},
+		Rlimits: []nsinit.Rlimit{{Resource: 7, Cur: 256, Max: 512}}}
+	b, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var more map[string]any
+	if err := json.Unmarshal(b, &more); err != nil {
+		t.Fatal(err)
+	}
+	more["cwd"] = "/work"
+	extra, _ := json.Marshal(more)
+	const script = `import json
+print(json.dumps(z._job(sys.argv[2].encode())))
+try:
+    z._job(sys.argv[3].encode())
+    print("accepted")
+except ValueError:
+    print("refused")
+for m in (z._HELLO, z._GO, z._READY, z._FORKED % (12, 3), z._EXITED % (12, 256), z._REFUSED % (31, 0, 0),
+          z._FORK_FAILED % (3, 12), json.dumps(z._error(OSError(1, "x"))).encode(),
+          json.dumps(z._zygote_ready(["a"], 4096, 5, 6)).encode()):
+    print(m.decode())
+`
+	out, err := runZygoteModule(t, script, string(b), string(extra))
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != 11 {
+		t.Fatalf("%d lines: %s", len(lines), out)
+	}
+	var back nsinit.WarmJob
+	d := json.NewDecoder(strings.NewReader(lines[0]))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&back); err != nil || !reflect.DeepEqual(back, job) {
+		t.Errorf("zygote.py read the job as %s (%v), want %s", lines[0], err, b)
+	}
+	if lines[1] != "refused" {
+		t.Errorf("a job with a field zygote.py does not read: %s, want refused", lines[1])
+	}
+	want := []nsinit.WarmMsg{
+		{Op: nsinit.OpHello},
+		{Op: nsinit.OpGo},
+		{Op: nsinit.OpReady},
+		{Op: nsinit.OpForked, Pid: 12, ID: 3},
+		{Op: nsinit.OpExited, Pid: 12, Status: 256},
+		{Op: nsinit.OpError, Msg: "malformed fork request: 31 bytes, 0 descriptors, flags 0x0"},
+		{Op: nsinit.OpError, ID: 3, Msg: "fork failed: errno 12"},
+		{Op: nsinit.OpError, Msg: "PermissionError: [Errno 1] x"},
+		{Op: nsinit.OpReady, Preimported: []string{"a"}, HugeTextBytes: 4096, LearnedPages: 5, PinnedPages: 6},
+	}
+	for i, w := range want {
+		got, err := decodeWarmMsg([]byte(lines[2+i]))
+		if err != nil || !reflect.DeepEqual(got, w) {
+			t.Errorf("message %s: %+v (%v), want %+v", lines[2+i], got, err, w)
+		}
+	}
+}
