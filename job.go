@@ -1,6 +1,10 @@
 package boxer
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Limits bound one run. The zero value of a field means "use the engine's
 // default"; Validate reports values outside what the engine can enforce.
@@ -25,14 +29,41 @@ type Limits struct {
 	DiskBytes int64 `json:"disk_bytes"`
 }
 
-// Bounds of the limits a caller may ask for. They are the seeds' ranges,
-// widened where a self-hosted operator may reasonably want more.
+// Bounds of every limit, the only ones: the engine refuses a job outside
+// them (Validate), an operator's defaults are checked against them, and the
+// API names them in its errors. They are the seeds' ranges, widened where a
+// self-hosted operator may reasonably want more. (A request to
+// /v1/run-python has the seed's own narrower ranges for the fields it
+// takes: see internal/api.)
 const (
 	MinCPUs        = 0.1
 	MaxCPUs        = 2.0
 	MinMemoryBytes = 64 << 20
 	MinWallTime    = 100 * time.Millisecond
+	MinPids        = 8
+	MinOpenFiles   = 16
+	MinDiskBytes   = 1 << 20
 )
+
+// Validate reports every limit of l outside its bounds. Call it on limits
+// with the defaults applied: a zero field is out of bounds.
+func (l Limits) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(l.WallTime >= MinWallTime, "wall time %v: must be at least %v", l.WallTime, MinWallTime)
+	check(l.CPUs >= MinCPUs && l.CPUs <= MaxCPUs, "cpus %g: must be between %g and %g", l.CPUs, MinCPUs, MaxCPUs)
+	check(l.MemoryBytes >= MinMemoryBytes, "memory %d bytes: must be at least %d MiB", l.MemoryBytes, MinMemoryBytes>>20)
+	check(l.Pids >= MinPids, "pids %d: must be at least %d", l.Pids, MinPids)
+	check(l.OpenFiles >= MinOpenFiles, "open files %d: must be at least %d", l.OpenFiles, MinOpenFiles)
+	check(l.DiskBytes >= MinDiskBytes, "disk %d bytes: must be at least %d MiB", l.DiskBytes, MinDiskBytes>>20)
+	check(l.OutputBytes >= 0, "output %d bytes: must not be negative", l.OutputBytes)
+	check(l.FileSizeBytes >= 1, "file size %d bytes: must be positive", l.FileSizeBytes)
+	return errors.Join(errs...)
+}
 
 // DefaultLimits are the seed's limits: 30 s, 512 MiB, half a CPU.
 func DefaultLimits() Limits {

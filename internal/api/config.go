@@ -83,14 +83,9 @@ const (
 	statsWindow = 30 * 24 * time.Hour
 )
 
-// DefaultExecLimits are the seed's /v1/exec limits: 0.5 CPU, 512 MiB, 30 s.
-func DefaultExecLimits() boxer.Limits {
-	l := boxer.DefaultLimits()
-	l.CPUs = 0.5
-	l.MemoryBytes = 512 << 20
-	l.WallTime = 30 * time.Second
-	return l
-}
+// DefaultExecLimits are the seed's /v1/exec limits: 0.5 CPU, 512 MiB, 30 s,
+// which are boxer's defaults.
+func DefaultExecLimits() boxer.Limits { return boxer.DefaultLimits() }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
@@ -146,11 +141,9 @@ func (c Config) Validate() error {
 		name string
 		l    boxer.Limits
 	}{{"exec limits", c.ExecLimits}, {"run limits", c.RunLimits}} {
-		check(l.l.CPUs >= boxer.MinCPUs && l.l.CPUs <= boxer.MaxCPUs, "%s: cpus %g is outside %g to %g", l.name, l.l.CPUs, boxer.MinCPUs, boxer.MaxCPUs)
-		check(l.l.MemoryBytes >= boxer.MinMemoryBytes, "%s: memory %d bytes is under the minimum %d", l.name, l.l.MemoryBytes, boxer.MinMemoryBytes)
-		check(l.l.WallTime >= boxer.MinWallTime, "%s: wall time %s is under the minimum %s", l.name, l.l.WallTime, boxer.MinWallTime)
-		check(l.l.Pids > 0 && l.l.OutputBytes > 0 && l.l.FileSizeBytes > 0 && l.l.OpenFiles > 0 && l.l.DiskBytes > 0,
-			"%s: pids, output, file size, open files and disk must be positive", l.name)
+		if err := l.l.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", l.name, err))
+		}
 	}
 	check(c.MaxCodeBytes > 0, "max code bytes %d must be positive", c.MaxCodeBytes)
 	check(c.MaxExecBodyBytes >= int64(c.MaxCodeBytes)+64, "max exec body bytes %d must exceed max code bytes %d", c.MaxExecBodyBytes, c.MaxCodeBytes)

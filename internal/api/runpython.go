@@ -22,7 +22,7 @@ const (
 	minFiles         = 1
 	maxFiles         = 64
 	maxArtifacts     = 16
-	minMemoryMB      = 64
+	minMemoryMB      = boxer.MinMemoryBytes >> 20
 	maxMemoryMB      = 1024
 	minTimeoutSecs   = 1
 	maxTimeoutSecs   = 30

@@ -154,12 +154,12 @@ func (p *Pool) Enabled() bool { return p.cfg.Min > 0 }
 // Run runs job warm if its command and limits allow, cold otherwise.
 func (p *Pool) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 	form, ok := p.eng.WarmForm(job.Argv)
-	lim := job.Limits.WithDefaults(p.eng.Limits())
-	if !p.Enabled() || !ok || lim.DiskBytes != p.eng.Limits().DiskBytes || (job.Runtime != "" && job.Runtime != p.eng.Runtime().Name) {
-		return p.eng.Run(ctx, job)
+	lim, err := p.eng.JobLimits(job.Limits)
+	if err != nil {
+		return nil, err
 	}
-	if err := sandbox.ValidateLimits(lim); err != nil {
-		return nil, boxer.Errorf(boxer.ECodeInvalidRequest, "%v", err)
+	if !p.Enabled() || !ok || !p.eng.WarmFits(lim) || (job.Runtime != "" && job.Runtime != p.eng.Runtime().Name) {
+		return p.eng.Run(ctx, job)
 	}
 	l := p.laneFor(job, form)
 	t0 := time.Now()

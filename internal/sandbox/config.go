@@ -126,33 +126,8 @@ func (c Config) Validate() error {
 	if 2*c.MaxSandboxes > idBlock/2 {
 		errs = append(errs, fmt.Errorf("max sandboxes: at most %d", idBlock/4))
 	}
-	if err := ValidateLimits(c.Limits); err != nil {
+	if err := c.Limits.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("default limits: %w", err))
-	}
-	return errors.Join(errs...)
-}
-
-// ValidateLimits reports limits the engine cannot enforce. The API applies
-// its own, narrower ranges before a job reaches the engine.
-func ValidateLimits(l boxer.Limits) error {
-	var errs []error
-	if l.WallTime < boxer.MinWallTime {
-		errs = append(errs, fmt.Errorf("wall time %v: must be at least %v", l.WallTime, boxer.MinWallTime))
-	}
-	if l.CPUs < 0.01 || l.CPUs > 1024 {
-		errs = append(errs, fmt.Errorf("cpus %v: must be between 0.01 and 1024", l.CPUs))
-	}
-	if l.MemoryBytes < 16<<20 {
-		errs = append(errs, fmt.Errorf("memory %d bytes: must be at least 16 MiB", l.MemoryBytes))
-	}
-	if l.Pids < 8 {
-		errs = append(errs, fmt.Errorf("pids %d: must be at least 8", l.Pids))
-	}
-	if l.OutputBytes < 0 || l.FileSizeBytes < 1 || l.DiskBytes < 1<<20 {
-		errs = append(errs, errors.New("output, file size and disk limits must be positive (disk at least 1 MiB)"))
-	}
-	if l.OpenFiles < 16 {
-		errs = append(errs, fmt.Errorf("open files %d: must be at least 16", l.OpenFiles))
 	}
 	return errors.Join(errs...)
 }

@@ -178,14 +178,24 @@ func (e *Engine) CgroupPlacement() cgroup.Placement { return e.cgroups.Placement
 // SeccompEnabled reports whether programs run under the syscall filter.
 func (e *Engine) SeccompEnabled() bool { return len(e.filter) > 0 }
 
+// JobLimits are the limits a job asking for l runs with: the engine's
+// defaults for every zero field, checked against boxer's bounds and against
+// what this host lets boxer give (a *boxer.Error, invalid_request, if they
+// do not hold). The one place a job's limits are settled, for a cold run
+// and a warm one alike.
+func (e *Engine) JobLimits(l boxer.Limits) (boxer.Limits, error) {
+	l = l.WithDefaults(e.cfg.Limits)
+	if err := l.Validate(); err != nil {
+		return l, boxer.Errorf(boxer.ECodeInvalidRequest, "%v", err)
+	}
+	return l, e.host.allow(l)
+}
+
 // Run runs job in a fresh sandbox and destroys the sandbox afterwards.
 func (e *Engine) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 	t0 := time.Now()
-	lim := job.Limits.WithDefaults(e.cfg.Limits)
-	if err := ValidateLimits(lim); err != nil {
-		return nil, boxer.Errorf(boxer.ECodeInvalidRequest, "%v", err)
-	}
-	if err := e.host.allow(lim); err != nil {
+	lim, err := e.JobLimits(job.Limits)
+	if err != nil {
 		return nil, err
 	}
 	if job.Runtime != "" && job.Runtime != e.runtime.Name {

@@ -162,8 +162,8 @@ func lowHardLimits(t *testing.T, nofile uint64) {
 			t.Fatalf("Prepare: %v", err)
 		}
 		defer w.Destroy()
-		if w.Fits(more) {
-			t.Errorf("a warm child fits open files %d, above its zygote's %d", nofile, zfiles)
+		if e.WarmFits(more) {
+			t.Errorf("a job with open files %d, above the zygote's %d, fits a warm child", nofile, zfiles)
 		}
 		var be *boxer.Error
 		if res, err := w.Run(ctx, pyJob("print(1)", more), more, form); err == nil || errors.As(err, &be) {

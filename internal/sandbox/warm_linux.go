@@ -274,23 +274,26 @@ func (e *Engine) WarmForm(argv []string) (Form, bool) {
 	return Form{}, false
 }
 
-// Fits reports whether a job with these limits can run on w: limits that
-// shape the child's mounts were fixed when it was prepared, and its open
-// files can be no more than its zygote's (see zygoteRlimits).
-func (w *Warm) Fits(lim boxer.Limits) bool {
-	return lim.DiskBytes == w.disk && uint64(lim.OpenFiles) <= w.z.nofile
+// WarmFits reports whether a job with limits lim (settled by JobLimits)
+// can run warm: the size of a warm child's tmpfs mounts is fixed when it is
+// prepared (the engine's default), and its open files can be no more than
+// its zygote's (see zygoteRlimits). A job that does not fit runs cold.
+func (e *Engine) WarmFits(lim boxer.Limits) bool {
+	return lim.DiskBytes == e.cfg.Limits.DiskBytes && uint64(lim.OpenFiles) <= rlimitOf(e.zygoteRlimits(), unix.RLIMIT_NOFILE).Max
 }
 
 // Run runs job on w in the given form. w is spent afterwards: Destroy it.
 func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form Form) (*boxer.Result, error) {
 	e := w.z.e
-	if err := e.host.allow(lim); err != nil {
+	lim, err := e.JobLimits(lim)
+	if err != nil {
 		return nil, err
 	}
-	if uint64(lim.OpenFiles) > w.z.nofile {
-		// The child could not set the limit and would exit before the
+	if !e.WarmFits(lim) {
+		// The child could not set the limits and would exit before the
 		// job: an error, not a result that blames the program.
-		return nil, fmt.Errorf("open files %d: a warm child can have at most its zygote's %d; run the job cold", lim.OpenFiles, w.z.nofile)
+		return nil, fmt.Errorf("open files %d, disk %d bytes: a warm child has its zygote's at most %d and the default %d; run the job cold",
+			lim.OpenFiles, lim.DiskBytes, w.z.nofile, w.disk)
 	}
 	// The program's rlimits are a cold run's: pid 1's real uid is not the
 	// job's, so it does not count against RLIMIT_NPROC. It does count in
