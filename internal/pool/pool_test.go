@@ -76,6 +76,36 @@ func TestRouting(t *testing.T) {
 	}
 }
 
+// Limits a warm child cannot give route a job cold, where it runs: a
+// tmpfs of another size, more open files than a zygote has.
+func TestLimitsRouteCold(t *testing.T) {
+	p := newTestPool(t, Config{Min: 1, Max: 2, PreImports: []string{"json"}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := warmProbe + "\nimport resource; print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
+	for _, tc := range []struct {
+		name string
+		lim  boxer.Limits
+		want string
+	}{
+		{"defaults", boxer.Limits{}, "True\n256\n"},
+		{"another disk size", boxer.Limits{DiskBytes: 64 << 20}, "False\n256\n"},
+		{"more open files than a zygote", boxer.Limits{OpenFiles: 9000}, "False\n9000\n"},
+	} {
+		res, err := p.Run(ctx, &boxer.Job{Argv: []string{"python", "main.py"}, Limits: tc.lim,
+			Files: []boxer.File{{Path: "main.py", Content: []byte(code)}}})
+		if err != nil {
+			if be, ok := err.(*boxer.Error); ok && tc.lim.OpenFiles > 0 && be.Code == boxer.ECodeInvalidRequest {
+				t.Skipf("this host cannot give %d open files: %v", tc.lim.OpenFiles, err)
+			}
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if res.Status != boxer.StatusOK || string(res.Stdout.Data) != tc.want {
+			t.Errorf("%s: %s %q %q, want %q", tc.name, res.Status, res.Stdout.Data, res.Stderr.Data, tc.want)
+		}
+	}
+}
+
 func TestDisabledPoolRunsCold(t *testing.T) {
 	p := newTestPool(t, Config{})
 	if res := run(t, p, "python", "main.py"); string(res.Stdout.Data) != "False\n" {
