@@ -65,14 +65,25 @@ type Pool struct {
 	retiring sync.WaitGroup // rotated-out zygotes not yet closed
 }
 
+// Unit is what the pool hands out: a sandbox prepared before its job
+// exists, which runs exactly one job (as a cold sandbox would run it, see
+// internal/sandbox's TestWarmSemanticsMatchCold) and is then destroyed. A
+// warm child of a zygote (*sandbox.Warm) is one.
+type Unit interface {
+	Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error)
+	Destroy()
+}
+
+var _ Unit = (*sandbox.Warm)(nil)
+
 // lane is one zygote with its ready children and their refiller.
 type lane struct {
 	p          *Pool
 	name       string
 	preImports []string
-	ready      chan *sandbox.Warm // prepared children, at most Max
-	wake       chan struct{}      // nudges the refiller
-	served     atomic.Int64       // jobs run on its children
+	ready      chan Unit     // prepared children, at most Max
+	wake       chan struct{} // nudges the refiller
+	served     atomic.Int64  // jobs run on its children
 
 	mu       sync.Mutex
 	zyg      *sandbox.Zygote // nil while (re)starting
@@ -122,7 +133,7 @@ func New(ctx context.Context, eng *sandbox.Engine, cfg Config, log *slog.Logger)
 
 func (p *Pool) newLane(name string, preImports []string) *lane {
 	return &lane{p: p, name: name, preImports: preImports,
-		ready: make(chan *sandbox.Warm, p.cfg.Max), wake: make(chan struct{}, 1)}
+		ready: make(chan Unit, p.cfg.Max), wake: make(chan struct{}, 1)}
 }
 
 func (l *lane) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
@@ -153,15 +164,14 @@ func (p *Pool) Enabled() bool { return p.cfg.Min > 0 }
 
 // Run runs job warm if its command and limits allow, cold otherwise.
 func (p *Pool) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
-	form, ok := p.eng.WarmForm(job.Argv)
-	lim, err := p.eng.JobLimits(job.Limits)
+	warm, err := p.eng.Warmable(job)
 	if err != nil {
 		return nil, err
 	}
-	if !p.Enabled() || !ok || !p.eng.WarmFits(lim) || (job.Runtime != "" && job.Runtime != p.eng.Runtime().Name) {
+	if !p.Enabled() || !warm {
 		return p.eng.Run(ctx, job)
 	}
-	l := p.laneFor(job, form)
+	l := p.laneFor(job)
 	t0 := time.Now()
 	w, err := l.take(ctx)
 	if err != nil {
@@ -185,7 +195,7 @@ func (p *Pool) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 		}()
 	}()
 	acquired := time.Since(t0)
-	res, err := w.Run(ctx, job, lim, form)
+	res, err := w.Run(ctx, job)
 	if err != nil {
 		return nil, err
 	}
@@ -202,10 +212,11 @@ func (p *Pool) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 // modules on theirs (as the pool's configuration declares). A job that
 // reaches a pre-import without naming it (through __import__ of a built
 // string, or a data file it runs) is routed lean and pays for the import.
-func (p *Pool) laneFor(job *boxer.Job, form sandbox.Form) *lane {
+func (p *Pool) laneFor(job *boxer.Job) *lane {
 	if len(p.lanes) == 1 {
 		return p.lanes[0]
 	}
+	form, _ := p.eng.WarmForm(job.Argv)
 	if form.Kind != "file" && names([]byte(form.Target), p.topNames) {
 		return p.lanes[0]
 	}
@@ -246,7 +257,7 @@ func identByte(b byte) bool {
 }
 
 // take returns a ready child, or prepares one now if none is ready.
-func (l *lane) take(ctx context.Context) (*sandbox.Warm, error) {
+func (l *lane) take(ctx context.Context) (Unit, error) {
 	l.mu.Lock()
 	l.inflight++
 	z := l.zyg
@@ -266,8 +277,9 @@ func (l *lane) take(ctx context.Context) (*sandbox.Warm, error) {
 	w, err := z.Prepare(ctx)
 	if err != nil {
 		l.done()
+		return nil, err // not w: a nil *sandbox.Warm is no nil Unit
 	}
-	return w, err
+	return w, nil
 }
 
 func (l *lane) done() {

@@ -144,8 +144,7 @@ func lowHardLimits(t *testing.T, nofile uint64) {
 		t.Fatalf("Prepare: %v", err)
 	}
 	defer w.Destroy()
-	form, _ := e.WarmForm([]string{"python", "main.py"})
-	_, warmErr := w.Run(ctx, pyJob("print(1)", over), over.WithDefaults(e.Limits()), form)
+	_, warmErr := w.Run(ctx, pyJob("print(1)", over))
 	for name, err := range map[string]error{"cold": coldErr, "warm": warmErr} {
 		var be *boxer.Error
 		if !errors.As(err, &be) || be.Code != boxer.ECodeInvalidRequest || !strings.Contains(be.Message, "RLIMIT_NOFILE") {
@@ -166,7 +165,7 @@ func lowHardLimits(t *testing.T, nofile uint64) {
 			t.Errorf("a job with open files %d, above the zygote's %d, fits a warm child", nofile, zfiles)
 		}
 		var be *boxer.Error
-		if res, err := w.Run(ctx, pyJob("print(1)", more), more, form); err == nil || errors.As(err, &be) {
+		if res, err := w.Run(ctx, pyJob("print(1)", more)); err == nil || errors.As(err, &be) {
 			t.Errorf("warm run with open files %d, above its zygote's %d: %v, %v; want an internal error", nofile, zfiles, res, err)
 		}
 	}

@@ -65,10 +65,9 @@ func TestWarmRunEndsWhenZygoteDies(t *testing.T) {
 	}
 	defer w.Destroy()
 	job := pyJob("open('started', 'w').close()\nimport time; time.sleep(60)", boxer.Limits{WallTime: time.Minute})
-	form, _ := e.WarmForm(job.Argv)
 	done := make(chan *boxer.Result, 1)
 	go func() {
-		res, err := w.Run(ctx, job, job.Limits.WithDefaults(e.cfg.Limits), form)
+		res, err := w.Run(ctx, job)
 		if err != nil {
 			t.Error(err)
 		}
@@ -137,8 +136,7 @@ func TestWarmJobsSeeNoNeighbours(t *testing.T) {
 	}
 	defer neighbour.Destroy()
 	sleeper := pyJob("import time; open('started', 'w').close(); time.sleep(60)", boxer.Limits{WallTime: time.Minute})
-	form, _ := e.WarmForm(sleeper.Argv)
-	go func() { _, _ = neighbour.Run(ctx, sleeper, sleeper.Limits.WithDefaults(e.cfg.Limits), form) }()
+	go func() { _, _ = neighbour.Run(ctx, sleeper) }()
 	waitForFile(t, neighbour.work, "started")
 	res := runWarm(t, z, pyJob(`import os
 def probe(p):

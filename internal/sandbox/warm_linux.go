@@ -282,10 +282,26 @@ func (e *Engine) WarmFits(lim boxer.Limits) bool {
 	return lim.DiskBytes == e.cfg.Limits.DiskBytes && uint64(lim.OpenFiles) <= rlimitOf(e.zygoteRlimits(), unix.RLIMIT_NOFILE).Max
 }
 
-// Run runs job on w in the given form. w is spent afterwards: Destroy it.
-func (w *Warm) Run(ctx context.Context, job *boxer.Job, lim boxer.Limits, form Form) (*boxer.Result, error) {
+// Warmable reports whether job can run on a warm child (see WarmForm and
+// WarmFits), with an error if its limits are refused (see JobLimits).
+func (e *Engine) Warmable(job *boxer.Job) (bool, error) {
+	lim, err := e.JobLimits(job.Limits)
+	if err != nil {
+		return false, err
+	}
+	_, ok := e.WarmForm(job.Argv)
+	return ok && e.WarmFits(lim) && (job.Runtime == "" || job.Runtime == e.runtime.Name), nil
+}
+
+// Run runs job on w, as a cold sandbox would run it; its command must have
+// a warm form (WarmForm). w is spent afterwards: Destroy it.
+func (w *Warm) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 	e := w.z.e
-	lim, err := e.JobLimits(lim)
+	form, ok := e.WarmForm(job.Argv)
+	if !ok {
+		return nil, fmt.Errorf("command %q has no warm form; run the job cold", job.Argv)
+	}
+	lim, err := e.JobLimits(job.Limits)
 	if err != nil {
 		return nil, err
 	}

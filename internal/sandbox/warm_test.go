@@ -37,8 +37,7 @@ func runWarm(t *testing.T, z *Zygote, job *boxer.Job) *boxer.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), slow(time.Minute))
 	defer cancel()
-	form, ok := z.e.WarmForm(job.Argv)
-	if !ok {
+	if _, ok := z.e.WarmForm(job.Argv); !ok {
 		t.Fatalf("argv %q cannot run warm", job.Argv)
 	}
 	w, err := z.Prepare(ctx)
@@ -46,7 +45,7 @@ func runWarm(t *testing.T, z *Zygote, job *boxer.Job) *boxer.Result {
 		t.Fatalf("Prepare: %v", err)
 	}
 	defer w.Destroy()
-	res, err := w.Run(ctx, job, job.Limits.WithDefaults(z.e.cfg.Limits), form)
+	res, err := w.Run(ctx, job)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -138,8 +137,7 @@ time.sleep(30)
 	defer w1.Destroy()
 	done := make(chan *boxer.Result, 1)
 	go func() {
-		form, _ := e.WarmForm([]string{"python", "main.py"})
-		res, _ := w1.Run(ctx, pyJob(listener, boxer.Limits{WallTime: 20 * time.Second}), e.cfg.Limits.WithDefaults(boxer.Limits{WallTime: 20 * time.Second}), form)
+		res, _ := w1.Run(ctx, pyJob(listener, boxer.Limits{WallTime: 20 * time.Second}))
 		done <- res
 	}()
 	waitForFile(t, w1.work, "ready")
@@ -424,9 +422,8 @@ try:
 except ChildProcessError:
     print(os.getpid(), os.getppid(), "no child to wait for")
 `
-	form, _ := e.WarmForm([]string{"python", "main.py"})
 	j := &boxer.Job{Argv: []string{"python", "main.py"}, Files: []boxer.File{{Path: "main.py", Content: []byte(code)}}}
-	res, err := w.Run(ctx, j, j.Limits.WithDefaults(e.cfg.Limits), form)
+	res, err := w.Run(ctx, j)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
