@@ -50,7 +50,8 @@
 //     copied in that child's life (about 560 without pre-imports, 820
 //     with them; zygote.py's _learn). Those include the pages the
 //     zygote's own loop writes after a fork. It then pins them, through
-//     io_uring's buffer registration, for its whole life (_pin). The
+//     io_uring's buffer registration, for its whole life (pin in
+//     zygote_speed.py, which holds every such speed step). The
 //     kernel never shares a pinned page copy-on-write: fork copies it
 //     for the child at once and leaves the zygote's page writable, so
 //     neither side takes a fault or a TLB flush for it. The ring does no
@@ -61,7 +62,7 @@
 //     way; boxer warns), each child breaks the sharing of the same pages
 //     with MADV_POPULATE_WRITE first thing after its fork, in one
 //     process_madvise call where the kernel takes it (Linux 6.13 on),
-//     else one madvise per range (_pretouch): a page copied so costs
+//     else one madvise per range (pretouch): a page copied so costs
 //     about a third of a write fault. Either way the copies are charged
 //     to the zygote's cgroup, whose memory limit grows by Slots times
 //     their size; made instead after boxer has moved the child into its
@@ -71,7 +72,7 @@
 //     rather than its pages alone cut the children's CPU per print(2+2)
 //     by a third (36.0 -> 23.5 ms), and one process_madvise call instead
 //     of some 210 by another 5% (22.6 -> 21.4 ms). Pinning instead of
-//     _pretouch cut the machine's CPU per job from 40.1 to 31.2 ms
+//     pretouch cut the machine's CPU per job from 40.1 to 31.2 ms
 //     (46.6 -> 62.4 jobs/s; the zygote's faults per job fell from 66 to
 //     10, the children's from 617 to 111), and learning the hand-over
 //     too, from 27.0 to 24.8 ms (children's faults 108 -> 74). The
@@ -83,8 +84,8 @@
 //     touches hundreds of 4 KiB pages of the executable's code, at 4.5 us
 //     each the first time. The zygote copies the whole 2 MiB blocks of the
 //     executable's read-only image onto anonymous transparent huge pages
-//     and moves the copy over the original in one mremap (zygote.py's
-//     _text_on_huge_pages; 4 MiB of python3.11), which children share and
+//     and moves the copy over the original in one mremap (zygote_speed.py's
+//     text_on_huge_pages; 4 MiB of python3.11), which children share and
 //     never write. Only /proc/PID/maps tells the difference: the mapping
 //     is anonymous (a profiler that symbolizes from the file finds no
 //     symbols there), and its headers and constants are executable too.

@@ -152,7 +152,7 @@ func (l *lane) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
 				"(its sample child could not read its own pagemap: see _learn in zygote.py)", "lane", l.name)
 		case z.PinnedPages < z.LearnedPages:
 			l.p.log.Warn("warm pool zygote pinned fewer pages than it learned: each child copies the rest after its fork, at more CPU per job "+
-				"(io_uring disabled or missing, RLIMIT_MEMLOCK too low, or huge pages in the way: see _pin in zygote.py)",
+				"(io_uring disabled or missing, RLIMIT_MEMLOCK too low, or huge pages in the way: see pin in zygote_speed.py)",
 				"lane", l.name, "learned_pages", z.LearnedPages, "pinned_pages", z.PinnedPages)
 		}
 	}

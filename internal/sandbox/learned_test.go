@@ -12,30 +12,30 @@ import (
 
 // pretouchScript (after loadZygote) makes eight pages, unmaps pages 2 and
 // 3, learns pages 0, 2-3, 4 and 6-7, and has a forked child run
-// _pretouch: it must copy the learned pages still mapped (0, 4, 6, 7),
+// pretouch: it must copy the learned pages still mapped (0, 4, 6, 7),
 // step over the hole, and copy nothing it did not learn (1, 5), all
 // through process_madvise. With "fallback", process_madvise is made to
 // fail as on a kernel before 6.13, and the per-range madvise must do the
 // same.
 const pretouchScript = `
 if sys.argv[2] == "fallback":
-    z.SYS_PROCESS_MADVISE = 1000  # no such system call: ENOSYS
+    z.speed.SYS_PROCESS_MADVISE = 1000  # no such system call: ENOSYS
 else:
-    z._libc.madvise = None  # the hole must not send it to the fallback
+    z.speed._libc.madvise = None  # the hole must not send it to the fallback
 P = mmap.PAGESIZE
 m = mmap.mmap(-1, 8 * P, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 base = ctypes.addressof(ctypes.c_char.from_buffer(m))
 for i in range(8):
     m[i * P] = 1
-z._libc.munmap(base + 2 * P, 2 * P)
+z.speed._libc.munmap(base + 2 * P, 2 * P)
 ranges = ((base, P), (base + 2 * P, 2 * P), (base + 4 * P, P), (base + 6 * P, 2 * P))
-z._UNPINNED, z._UNPINNED_IOV = ranges, z._iovecs(ranges)
+z.speed.UNPINNED, z.speed.UNPINNED_IOV = ranges, z.speed.iovecs(ranges)
 mapped = [(base, base + 2 * P), (base + 4 * P, base + 8 * P)]
 pid = os.fork()
 if pid == 0:
-    before = z._exclusive(mapped)
-    z._pretouch()
-    got = sorted((p - base) // P for p in z._exclusive(mapped) - before)
+    before = z.speed.exclusive(mapped)
+    z.speed.pretouch()
+    got = sorted((p - base) // P for p in z.speed.exclusive(mapped) - before)
     os.write(1, repr(got).encode())
     os._exit(0)
 os.waitpid(pid, 0)
@@ -61,7 +61,7 @@ func TestPretouchStepsOverHoles(t *testing.T) {
 	}
 }
 
-// pinScript (after loadZygote) makes eight pages and has _pin
+// pinScript (after loadZygote) makes eight pages and has pin
 // pin pages 0-1 and 4. It prints what it pinned, and that the parent can
 // enter its registered ring (the control), then forks: the child must own
 // pages 0, 1 and 4 from its first instruction on (fork copied them),
@@ -70,13 +70,13 @@ func TestPretouchStepsOverHoles(t *testing.T) {
 // bytes page 0 had at the fork when the parent then writes it; the parent
 // must still own its pinned pages while the child shares the others, and
 // keep its page 1 when the child writes its own.
-// With "huge", _pin is also given a page inside a transparent huge page,
+// With "huge", pin is also given a page inside a transparent huge page,
 // which it must leave out. With "refused", io_uring_setup fails as where
 // io_uring is disabled: nothing is pinned, and the child shares every
 // page.
 const pinScript = `
 if sys.argv[2] == "refused":
-    z.SYS_IO_URING_SETUP = 1000  # no such system call: ENOSYS
+    z.speed.SYS_IO_URING_SETUP = 1000  # no such system call: ENOSYS
 P = mmap.PAGESIZE
 m = mmap.mmap(-1, 8 * P, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 base = ctypes.addressof(ctypes.c_char.from_buffer(m))
@@ -84,21 +84,21 @@ for i in range(8):
     m[i * P] = 1
 mapped = [(base, base + 8 * P)]
 def own():
-    return sorted((p - base) // P for p in z._exclusive(mapped))
+    return sorted((p - base) // P for p in z.speed.exclusive(mapped))
 ` + pyRings + `ranges = ((base, 2 * P), (base + 4 * P, P))
 if sys.argv[2] == "huge":  # and a page in a transparent huge page, which must be left out
     H = 2 << 20
     h = mmap.mmap(-1, 2 * H, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     hbase = -(-ctypes.addressof(ctypes.c_char.from_buffer(h)) // H) * H
-    z._libc.madvise(hbase, H, mmap.MADV_HUGEPAGE)
+    z.speed._libc.madvise(hbase, H, mmap.MADV_HUGEPAGE)
     ctypes.memset(hbase, 1, H)
-    if not any(start <= hbase < end for start, end in z._huge_mappings()):
+    if not any(start <= hbase < end for start, end in z.speed.huge_mappings()):
         sys.exit("no huge page")
     ranges += ((hbase, P),)
 def enter():  # io_uring_enter on registered ring 0: 0, or the errno
-    r = z._libc.syscall(426, 0, 0, 0, 16, 0)  # IORING_ENTER_REGISTERED_RING
+    r = z.speed._libc.syscall(426, 0, 0, 0, 16, 0)  # IORING_ENTER_REGISTERED_RING
     return 0 if r == 0 else ctypes.get_errno()
-pinned = z._pages(z._pin(ranges))
+pinned = z.speed.pages(z.speed.pin(ranges))
 vmpin = [l.split()[1] for l in open("/proc/self/status") if l.startswith("VmPin:")][0]
 print("pinned", pinned, "VmPin", vmpin, "rings", rings(), "enter", enter(), flush=True)  # before the fork, or the child prints it again
 r, w = os.pipe()
@@ -150,6 +150,7 @@ func TestPinCopiesAtFork(t *testing.T) {
 // loadZygote loads zygote.py, whose path is the first argument, as module
 // z (its main never runs).
 const loadZygote = `import ctypes, importlib.util, mmap, os, sys
+sys.path.insert(0, os.path.dirname(sys.argv[1]))
 spec = importlib.util.spec_from_file_location("zygote", sys.argv[1])
 z = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(z)
@@ -174,8 +175,12 @@ def rings():
 // and no pre-imports.
 func runZygoteModule(t *testing.T, script string, args ...string) ([]byte, error) {
 	t.Helper()
-	src := filepath.Join(t.TempDir(), "zygote.py")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "zygote.py")
 	if err := os.WriteFile(src, []byte(zygoteSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "zygote_speed.py"), []byte(zygoteSpeedSource), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
@@ -195,19 +200,19 @@ func runZygoteModule(t *testing.T, script string, args ...string) ([]byte, error
 }
 
 // splitScript (after loadZygote) learns one range of pages 2-5 across two
-// mappings (pages 4-7 made executable too, which splits the mapping): _pin
+// mappings (pages 4-7 made executable too, which splits the mapping): pin
 // pins it as two pieces, and no page of it is left for a child to copy
-// again (_unpinned).
+// again (unpinned).
 const splitScript = `
 P = mmap.PAGESIZE
 m = mmap.mmap(-1, 8 * P, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 base = ctypes.addressof(ctypes.c_char.from_buffer(m))
 for i in range(8):
     m[i * P] = 1
-z._libc.mprotect(base + 4 * P, 4 * P, mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+z.speed._libc.mprotect(base + 4 * P, 4 * P, mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
 learned = ((base + 2 * P, 4 * P),)
-pinned = z._pin(learned)
-print(len(pinned), z._pages(pinned), z._unpinned(learned, pinned), z._unpinned(learned, ()) == learned)
+pinned = z.speed.pin(learned)
+print(len(pinned), z.speed.pages(pinned), z.speed.unpinned(learned, pinned), z.speed.unpinned(learned, ()) == learned)
 `
 
 func TestPinSplitsAtMappings(t *testing.T) {

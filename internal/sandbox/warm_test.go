@@ -216,7 +216,7 @@ func TestZygoteLimitsItself(t *testing.T) {
 }
 
 // A warm child runs the interpreter's code from the copy the zygote moved
-// onto huge pages (_text_on_huge_pages): the mapping that holds it is
+// onto huge pages (text_on_huge_pages): the mapping that holds it is
 // anonymous, read and execute only, all of it on huge pages, and byte for
 // byte what the executable's file holds there.
 func TestWarmTextOnHugePages(t *testing.T) {
@@ -265,7 +265,7 @@ print(same > 0, differ)
 	}
 }
 
-// The zygote pins the pages its children write (_pin), under its own
+// The zygote pins the pages its children write (pin), under its own
 // seccomp policy, so that each fork copies them at once; and nothing of
 // the pinning reaches a job: no io_uring descriptor, no pinned memory of
 // its own, and io_uring refused.
@@ -275,7 +275,7 @@ func TestZygotePinsLearnedPages(t *testing.T) {
 	z := newTestZygote(t, e)
 	// Before 6.5 or so the kernel refuses to pin a file's pages (the
 	// interpreter's and libraries' data), and the zygote pins the
-	// anonymous ones alone (_pin).
+	// anonymous ones alone (pin).
 	if z.LearnedPages == 0 || z.PinnedPages == 0 || z.PinnedPages > z.LearnedPages ||
 		kernelAtLeast(t, 6, 5) && z.PinnedPages != z.LearnedPages {
 		t.Fatalf("pinned %d of %d learned pages, want all of them (from 6.5 on) or some", z.PinnedPages, z.LearnedPages)
@@ -298,7 +298,7 @@ print(libc.syscall(ctypes.c_long(425), ctypes.c_long(1), params), ctypes.get_err
 }
 
 // A warm child gets copies of the pages it will write before boxer moves
-// it into its own cgroup (fork makes them, or _pretouch), so every live
+// it into its own cgroup (fork makes them, or pretouch), so every live
 // child's copies are charged to the zygote's: its memory limit must have
 // room for Slots of them on top of its own.
 func TestZygoteMemoryCoversCopies(t *testing.T) {

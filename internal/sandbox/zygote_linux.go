@@ -22,10 +22,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-//go:embed zygote.py
-var zygoteSource string
+// zygote.py isolates children and runs their jobs; zygote_speed.py, which
+// it imports, makes forks and children cheap.
+var (
+	//go:embed zygote.py
+	zygoteSource string
+	//go:embed zygote_speed.py
+	zygoteSpeedSource string
+)
 
-const zygotePath = "/usr/lib/boxer/zygote.py"
+const (
+	zygotePath      = "/usr/lib/boxer/zygote.py"
+	zygoteSpeedPath = "/usr/lib/boxer/zygote_speed.py"
+)
 
 // zygoteStartTimeout bounds the zygote's start, pre-imports included.
 var zygoteStartTimeout = 2 * time.Minute
@@ -43,7 +52,7 @@ type ZygoteConfig struct {
 	// MemoryBytes caps the zygote's own cgroup (the interpreter and its
 	// pre-imports; each child is charged to its own). Default 1 GiB. The
 	// pages each child copies before it is moved into its own cgroup
-	// (_pin and _pretouch in zygote.py) are charged here too, and the
+	// (pin and pretouch in zygote_speed.py) are charged here too, and the
 	// limit grows by Slots times their size once the zygote has learned
 	// it.
 	MemoryBytes int64
@@ -62,7 +71,7 @@ type ZygoteConfig struct {
 //	config: seccomp hexes (job's, seal),  -> imports, limits itself, moves
 //	/proc masks, pre-imports                 its code to huge pages, gc.freeze,
 //	                                         learns a job's pages (_learn),
-//	                                         pins them (_pin), seals io_uring
+//	                                         pins them (pin), seals io_uring
 //	                                   <-    WarmMsg ready: pre-imported
 //	                                         modules, huge text, learned and
 //	                                         pinned pages
@@ -90,11 +99,11 @@ type Zygote struct {
 	// copies them at once: each child copies the others after its fork.
 	// All of them, where io_uring works and RLIMIT_MEMLOCK has room; fewer
 	// where a mapping holds huge pages or the kernel refuses a file's
-	// pages; 0 where nothing can be pinned (see _pin in zygote.py).
+	// pages; 0 where nothing can be pinned (see pin in zygote_speed.py).
 	PinnedPages int
 	// HugeText counts the bytes of the interpreter's code the zygote moved
 	// onto huge pages, 0 where the kernel has none to give (see
-	// _text_on_huge_pages in zygote.py).
+	// text_on_huge_pages in zygote_speed.py).
 	HugeText int
 
 	forkMu  sync.Mutex          // one fork request in flight at a time
@@ -166,6 +175,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 			{Path: "/etc/passwd", Mode: 0o644, Content: passwd(cfg.Slots)},
 			{Path: "/etc/group", Mode: 0o644, Content: group(cfg.Slots)},
 			{Path: zygotePath, Mode: 0o644, Content: zygoteSource},
+			{Path: zygoteSpeedPath, Mode: 0o644, Content: zygoteSpeedSource},
 		},
 	})
 	// Only pid 1 (and through it the zygote) may hold the other end, so

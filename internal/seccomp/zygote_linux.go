@@ -25,11 +25,11 @@ const (
 //   - io_uring_setup, and io_uring_register for registering buffers and
 //     the ring's own descriptor alone, with which the zygote pins the
 //     pages its children write so that every fork copies them at once
-//     (zygote.py's _pin). io_uring_enter stays refused, and the zygote
+//     (zygote_speed.py's pin). io_uring_enter stays refused, and the zygote
 //     stacks ZygoteSealed as soon as it has pinned them;
 //   - process_madvise for MADV_POPULATE_WRITE alone, with which a child
 //     copies those pages in one call where they could not be pinned
-//     (zygote.py's _pretouch); that advice only breaks the sharing of
+//     (zygote_speed.py's pretouch); that advice only breaks the sharing of
 //     pages, never changes a byte.
 //
 // Filters stack, so caller code in a child runs under both and gets the
@@ -63,7 +63,7 @@ func Zygote() Policy {
 }
 
 // ZygoteSealed returns the policy a zygote stacks on its own once it has
-// pinned its pages (zygote.py's _pin): io_uring's calls refused, and every
+// pinned its pages (zygote_speed.py's pin): io_uring's calls refused, and every
 // other call left to the filters below it. From then on neither the
 // zygote nor any child it forks can set up a ring, register with one or
 // enter one: Zygote alone could not keep a ring set up with SQPOLL, whose
