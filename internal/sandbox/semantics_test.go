@@ -126,16 +126,20 @@ os.execv(sys.executable, [sys.executable, "-c", "import fcntl, os; fcntl.flock(o
 	}
 }
 
-// probeKill lists the pids below 400 that kill(pid, 0) does not answer
-// with ESRCH, and what it answers.
-const probeKill = `import os
+// killProbe defines probe(pid): what kill(pid, 0) answers, "ok" or the
+// error's text.
+const killProbe = `import os
 def probe(p):
     try:
         os.kill(p, 0)
         return "ok"
     except OSError as e:
         return e.strerror
-me = os.getpid()
+`
+
+// probeKill tells whether pid 1 refuses the program's signals and whether
+// the program's own pid is the only one they reach.
+const probeKill = killProbe + `me = os.getpid()
 print(probe(1), [p for p in range(1, 400) if probe(p) == "ok"] == [me])
 `
 

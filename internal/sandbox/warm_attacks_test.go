@@ -138,14 +138,7 @@ func TestWarmJobsSeeNoNeighbours(t *testing.T) {
 	sleeper := pyJob("import time; open('started', 'w').close(); time.sleep(60)", boxer.Limits{WallTime: time.Minute})
 	go func() { _, _ = neighbour.Run(ctx, sleeper) }()
 	waitForFile(t, neighbour.work, "started")
-	res := runWarm(t, z, pyJob(`import os
-def probe(p):
-    try:
-        os.kill(p, 0)
-        return "ok"
-    except OSError as e:
-        return e.strerror
-print({p: r for p in range(1, 1 << 15) if (r := probe(p)) != "No such process"})
+	res := runWarm(t, z, pyJob(killProbe+`print({p: r for p in range(1, 1 << 15) if (r := probe(p)) != "No such process"})
 `, boxer.Limits{}))
 	if want := "{1: 'Operation not permitted', 2: 'ok'}\n"; res.Status != boxer.StatusOK || string(res.Stdout.Data) != want {
 		t.Errorf("%s %q %q, want %q", res.Status, res.Stdout.Data, res.Stderr.Data, want)
