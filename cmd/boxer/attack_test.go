@@ -63,7 +63,7 @@ def udp(host, port, fam=socket.AF_INET):
 // a pre-import, so that the pool has its two zygotes as it does by
 // default: one with the pre-imports and the lean one.
 var attackServeFlags = []string{"--exec-timeout", fmt.Sprintf("%ds", attackTimeout), "--exec-cpus", "1", "--slots", "6",
-	"--body-timeout", fmt.Sprintf("%ds", attackTimeout+1), "--pool-preimport", "json"}
+	"--body-timeout", "4s", "--pool-preimport", "json"}
 
 // attackTimeout is every run's wall-clock limit in seconds: under TCG
 // (test/guest) filling a tmpfs or faulting in 512 MiB takes longer than 3

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,7 +72,9 @@ func TestBinary(t *testing.T) {
 			[]string{"run", "--state-dir", state, "--file", "data.txt=" + data, "--stdin", stdin, "--artifact", "out/r.txt", "--out", outDir, script, "a", "b"},
 			7, "args ['a', 'b']\nDATA INPUT\n", ""},
 		{"timeout exits 124",
-			[]string{"run", "--state-dir", state, "--timeout", "300ms", write("t.py", "import time; print('x'); time.sleep(9)")},
+			// Long enough for the interpreter to start and print, on an
+			// emulated CPU too.
+			[]string{"run", "--state-dir", state, "--timeout", fmt.Sprintf("%dms", 300*slowdown()), write("t.py", "import time; print('x'); time.sleep(30)")},
 			124, "x\n", "timeout"},
 		{"oom exits 137",
 			[]string{"run", "--state-dir", state, "--memory", "64MiB", write("m.py", "b = bytearray(1 << 30)")},
