@@ -188,7 +188,7 @@ func TestServeSeedExamples(t *testing.T) {
 	})
 	t.Run("seed 004: matplotlib chart as a base64 artifact", func(t *testing.T) {
 		body := `{"files": {"main.py": "import os\nimport matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nos.makedirs('output', exist_ok=True)\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.savefig('output/chart.png')\nprint('saved')\n"},
-			"timeout_seconds": 20, "memory_mb": 512, "artifact_paths": ["output/chart.png"]}`
+			"timeout_seconds": ` + fmt.Sprint(min(20*slowdown(), 30)) + `, "memory_mb": 512, "artifact_paths": ["output/chart.png"]}` // the API's most, on an emulated CPU
 		code, _, m := s.post("/v1/run-python", body)
 		arts, _ := m["artifacts"].([]any)
 		if code != 200 || m["stdout"] != "saved\n" || len(arts) != 1 {
