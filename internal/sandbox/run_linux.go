@@ -163,7 +163,10 @@ func finish(ctx context.Context, e *Engine, id string, cg cgroup.Cgroup, work in
 	}
 	res.CPU, res.MemoryPeak, res.OOMKills = max(stats.CPU-setup, 0), stats.MemoryPeak, stats.OOMKills
 	classify(res, out, stats.OOMKills)
-	if out.initFailed != "" {
+	if out.initFailed != "" && stats.OOMKills == 0 {
+		// (An OOM kill explains it: the kernel kills every process that
+		// shares the victim's memory, and a warm child's pid 1 shares the
+		// job's.)
 		e.log.Error("sandbox failed after start", "sandbox", id, "detail", out.initFailed)
 	}
 	res.Artifacts, res.MissingArtifacts = collectArtifacts(work, job.Artifacts, e.artifactLimits())
