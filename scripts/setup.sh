@@ -2,13 +2,18 @@
 # Installs what boxer needs on a Debian or Ubuntu host: the Python runtime
 # and the scientific packages the sandboxes offer. With --test, also what
 # the tests need (Node.js and npm, for the x402 end-to-end test with the
-# protocol's official client). Idempotent; needs root.
+# protocol's official client). Further arguments are more Debian packages to
+# install (test/guest/run.sh's qemu and busybox). Idempotent; needs root.
+#
+#   scripts/setup.sh [--test] [PACKAGE...]
 set -euo pipefail
 
 packages=(python3 python3-numpy python3-pandas python3-matplotlib python3-scipy python3-pytest)
-if [ "${1:-}" = "--test" ] && ! command -v npm >/dev/null; then
-  packages+=(nodejs npm)
+if [ "${1:-}" = "--test" ]; then
+  shift
+  command -v npm >/dev/null || packages+=(nodejs npm)
 fi
+packages+=("$@")
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup: run as root (boxer itself needs root for namespaces and cgroups)" >&2

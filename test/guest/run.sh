@@ -43,18 +43,10 @@ case "$repo$cache$cases" in *[[:space:]]*) echo "guest: the repo and cache paths
 
 log() { echo "guest: $*" >&2; }
 
-# --- Host packages: CI starts on fresh machines.
-need=()
-for p in qemu-system-x86 busybox-static cpio xz-utils; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  log "installing ${need[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
-# The guest runs the host's python3 (through virtiofs), with numpy and pandas.
-"$repo/scripts/setup.sh" >&2
+# --- Host packages: CI starts on fresh machines. The guest runs the host's
+# python3 (through virtiofs), with numpy and pandas, and qemu boots it from
+# a busybox initramfs.
+"$repo/scripts/setup.sh" qemu-system-x86 busybox-static cpio xz-utils >&2
 
 # --- Kernels: Debian's linux-image-cloud-amd64, fetched through a private
 # apt configuration so that the host's sources are left alone.
