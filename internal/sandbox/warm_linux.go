@@ -376,11 +376,8 @@ func exitOf(pidfd *os.File, pid int) <-chan uint32 {
 		if err != nil {
 			return
 		}
-		err = rc.Read(func(fd uintptr) bool {
-			p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			n, err := unix.Poll(p, 0)
-			return err == nil && n == 1 || err != nil && err != unix.EINTR
-		})
+		// false: not yet; the runtime's poller waits for readability.
+		err = rc.Read(func(fd uintptr) bool { return pidfdExited(int(fd)) })
 		if err != nil {
 			return
 		}
@@ -391,12 +388,23 @@ func exitOf(pidfd *os.File, pid int) <-chan uint32 {
 	return ch
 }
 
+// pidfdExited reports whether the process of pidfd has exited: its pidfd
+// is readable, or cannot be polled at all (then nothing will tell more).
+func pidfdExited(pidfd int) bool {
+	p := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(p, 0)
+		if err != unix.EINTR {
+			return err != nil || n == 1
+		}
+	}
+}
+
 // initKilled reports whether the child's pid 1 has exited or has a
 // SIGKILL pending. Nothing in the sandbox can signal it; the kernel does
 // when a namespace above it dies, which kills the job too.
 func (w *Warm) initKilled() bool {
-	p := []unix.PollFd{{Fd: int32(w.pidfd), Events: unix.POLLIN}}
-	if n, err := unix.Poll(p, 0); err != nil || n == 1 {
+	if pidfdExited(w.pidfd) {
 		return true
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", w.initPid))
