@@ -1,6 +1,7 @@
 package main
 
 import (
+	"boxer/internal/testenv"
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -68,7 +69,7 @@ var attackServeFlags = []string{"--exec-timeout", fmt.Sprintf("%ds", attackTimeo
 // attackTimeout is every run's wall-clock limit in seconds: under TCG
 // (test/guest) filling a tmpfs or faulting in 512 MiB takes longer than 3
 // s, and each timeout probe waits the limit out, hence the cap.
-var attackTimeout = 3 * min(slowdown(), 5)
+var attackTimeout = 3 * min(testenv.Slowdown(), 5)
 
 var coldLimits = fmt.Sprintf(`"cpus": 1, "timeout_seconds": %d`, attackTimeout)
 

@@ -7,12 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"boxer"
 	"boxer/internal/api"
+	"boxer/internal/testenv"
 )
 
 // boxerBin builds the real binary once per test run, or returns
@@ -74,7 +74,7 @@ func TestBinary(t *testing.T) {
 		{"timeout exits 124",
 			// Long enough for the interpreter to start and print, on an
 			// emulated CPU too.
-			[]string{"run", "--state-dir", state, "--timeout", fmt.Sprintf("%dms", 300*slowdown()), write("t.py", "import time; print('x'); time.sleep(30)")},
+			[]string{"run", "--state-dir", state, "--timeout", fmt.Sprintf("%dms", 300*testenv.Slowdown()), write("t.py", "import time; print('x'); time.sleep(30)")},
 			124, "x\n", "timeout"},
 		{"oom exits 137",
 			[]string{"run", "--state-dir", state, "--memory", "64MiB", write("m.py", "b = bytearray(1 << 30)")},
@@ -138,15 +138,4 @@ func TestBinary(t *testing.T) {
 			t.Fatalf("doctor: %v\n%s", err, out)
 		}
 	})
-}
-
-// slowdown is BOXER_TEST_SLOWDOWN, 1 when unset: how many times slower
-// than real hardware the CPU runs (test/guest's TCG guests set it). Tests
-// scale the time they give a slow program by it, never the bounds they
-// set on boxer's own reactions.
-func slowdown() int {
-	if n, err := strconv.Atoi(os.Getenv("BOXER_TEST_SLOWDOWN")); err == nil && n > 1 {
-		return n
-	}
-	return 1
 }

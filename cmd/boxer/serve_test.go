@@ -17,6 +17,7 @@ import (
 
 	"boxer/internal/observe"
 	"boxer/internal/sandbox"
+	"boxer/internal/testenv"
 )
 
 // testServer is a real `boxer serve` on a free loopback port.
@@ -188,7 +189,7 @@ func TestServeSeedExamples(t *testing.T) {
 	})
 	t.Run("seed 004: matplotlib chart as a base64 artifact", func(t *testing.T) {
 		body := `{"files": {"main.py": "import os\nimport matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nos.makedirs('output', exist_ok=True)\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.savefig('output/chart.png')\nprint('saved')\n"},
-			"timeout_seconds": ` + fmt.Sprint(min(20*slowdown(), 30)) + `, "memory_mb": 512, "artifact_paths": ["output/chart.png"]}` // the API's most, on an emulated CPU
+			"timeout_seconds": ` + fmt.Sprint(min(20*testenv.Slowdown(), 30)) + `, "memory_mb": 512, "artifact_paths": ["output/chart.png"]}` // the API's most, on an emulated CPU
 		code, _, m := s.post("/v1/run-python", body)
 		arts, _ := m["artifacts"].([]any)
 		if code != 200 || m["stdout"] != "saved\n" || len(arts) != 1 {

@@ -3,7 +3,10 @@
 // outcome and artifacts, and destroys every trace of it.
 //
 // The child side, pid 1 of the sandbox, lives alone in package nsinit; the
-// exchange between the two is drawn in nsinit's package doc.
+// exchange between the two is drawn in nsinit's package doc. A warm pool's
+// zygote and its children (Zygote, Warm) are the same on this side; their
+// child side, zygote.py, and its protocol live in package warm, the
+// protocol in one file, warm/protocol.go.
 //
 // # Lifecycle of one run
 //

@@ -2,21 +2,15 @@ package sandbox
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"boxer"
 	"boxer/internal/sandbox/nsinit"
-
-	"golang.org/x/sys/unix"
+	"boxer/internal/testenv"
 )
 
 // A sandbox's pid 1 is this test binary started again (see nsinit.Init).
@@ -109,18 +103,8 @@ func bothPathsPreImporting(t *testing.T, mod func(*Config), modules ...string) (
 	}
 }
 
-// slow scales a time budget by BOXER_TEST_SLOWDOWN (an integer, 1 when
-// unset): an emulated CPU, as in test/guest's TCG guests, runs the same
-// program tens of times slower, and a budget sized for real hardware would
-// fail a program that is merely slow there. Budgets that a test asserts
-// as an upper bound of boxer's own reaction (a kill, a teardown) stay as
-// they are.
-func slow(d time.Duration) time.Duration {
-	if n, err := strconv.Atoi(os.Getenv("BOXER_TEST_SLOWDOWN")); err == nil && n > 1 {
-		return d * time.Duration(n)
-	}
-	return d
-}
+// slow is testenv.Slow, short for the many budgets here.
+func slow(d time.Duration) time.Duration { return testenv.Slow(d) }
 
 func runJob(t *testing.T, e *Engine, job *boxer.Job) *boxer.Result {
 	t.Helper()
@@ -131,32 +115,4 @@ func runJob(t *testing.T, e *Engine, job *boxer.Job) *boxer.Result {
 		t.Fatalf("Run: %v", err)
 	}
 	return res
-}
-
-// requireIOUring skips unless io_uring is open to all: nothing can be
-// pinned without it. Kernels before 6.6 have no io_uring_disabled sysctl,
-// and there it is always open.
-func requireIOUring(t *testing.T) {
-	t.Helper()
-	b, err := os.ReadFile("/proc/sys/kernel/io_uring_disabled")
-	if errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	if err != nil || strings.TrimSpace(string(b)) != "0" {
-		t.Skipf("io_uring is not open to all on this kernel (io_uring_disabled %q, %v): nothing can be pinned", b, err)
-	}
-}
-
-// kernelAtLeast reports whether the running kernel is major.minor or newer.
-func kernelAtLeast(t *testing.T, major, minor int) bool {
-	t.Helper()
-	var uts unix.Utsname
-	if err := unix.Uname(&uts); err != nil {
-		t.Fatal(err)
-	}
-	var ma, mi int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(uts.Release[:]), "%d.%d", &ma, &mi); err != nil {
-		t.Fatalf("kernel release %q: %v", uts.Release, err)
-	}
-	return ma > major || ma == major && mi >= minor
 }

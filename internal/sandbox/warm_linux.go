@@ -16,7 +16,7 @@ import (
 
 	"boxer"
 	"boxer/internal/cgroup"
-	"boxer/internal/sandbox/nsinit"
+	"boxer/internal/sandbox/warm"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,30 +27,9 @@ import (
 //
 // A child is two processes sharing one address space: its pid 1, which the
 // zygote forked into a PID namespace of its own, and the job's process,
-// pid 2, which pid 1 clones (see _drop in zygote.py). Its job socket
-// (SOCK_SEQPACKET, one JSON message per packet):
-//
-//	boxer                                    pid 1 (forked by the zygote)
-//	                                         setsid: a session of its own
-//	                                   <-    {"op":"hello"}, with SCM_CREDENTIALS
-//	move pid 1 (pid from the credentials)
-//	into its cgroup
-//	{"op":"go"}                        ->    unshare mount/IPC/net/cgroup ns,
-//	                                         its own /proc, tmpfs /work /tmp
-//	                                         /dev/shm, lo up, setresuid (no
-//	                                         caps), seccomp, clone pid 2 and
-//	                                         wait for its exit or exec
-//	                                         pid 2: setsid, setresuid
-//	                                   <-    {"op":"ready"} + fd of /work,
-//	                                         with SCM_CREDENTIALS
-//	SIGSTOP pid 1 (it stops when it
-//	wakes); pidfd of pid 2                   wait
-//	   (the pool keeps it here)
-//	cgroup limits, files via the fd
-//	{"form":..,"target":..,"args":..}  ->    closes the socket, runs the job
-//	                                         in-process, exits
-//	pid 2's pidfd turns readable: its wait status is read from its zombie
-//	(/proc/PID/stat), SIGKILL pid 1 and with it the namespace
+// pid 2, which pid 1 clones. The conversation on its job socket, step by
+// step, is drawn in warm/protocol.go; Prepare and Run are boxer's side of
+// it.
 type Warm struct {
 	z    *Zygote
 	id   string
@@ -137,7 +116,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	}
 	w.err, w.child = errR, append(w.child, errW)
 
-	req := forkReq{UID: int64(UID + slot), InitUID: int64(UID + cap(z.slots) + slot), DiskBytes: w.disk, Inodes: e.cfg.TmpInodes}
+	req := warm.ForkRequest{UID: int64(UID + slot), InitUID: int64(UID + cap(z.slots) + slot), DiskBytes: w.disk, Inodes: e.cfg.TmpInodes}
 	// The zygote reports pid 1's exit, which no run waits for: the job's
 	// status is its process's (see Run).
 	if _, err = z.fork(req, childSock); err != nil {
@@ -147,7 +126,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	if hello.creds == nil || hello.Op != nsinit.OpHello {
+	if hello.creds == nil || hello.Op != warm.OpHello {
 		return nil, fmt.Errorf("warm child: no credentials in %q", hello.Op)
 	}
 	pid := int(hello.creds.Pid)
@@ -158,18 +137,18 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	if err := w.cg.Add(pid); err != nil {
 		return nil, fmt.Errorf("move warm child into its cgroup: %w", err)
 	}
-	if err := w.send(nsinit.WarmMsg{Op: nsinit.OpGo}); err != nil {
+	if err := w.send(warm.Msg{Op: warm.OpGo}); err != nil {
 		return nil, err
 	}
 	ready, err := w.recv(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if ready.Op != nsinit.OpReady || len(ready.fds) != 1 || ready.creds == nil || int(ready.creds.Pid) == pid {
+	if ready.Op != warm.OpReady || len(ready.fds) != 1 || ready.creds == nil || int(ready.creds.Pid) == pid {
 		for _, fd := range ready.fds {
 			unix.Close(fd)
 		}
-		return nil, fmt.Errorf("warm child setup failed: %s", ready.Msg)
+		return nil, fmt.Errorf("warm child setup failed: %s", ready.Msg.Msg)
 	}
 	w.work = ready.fds[0]
 	_ = w.conn.SetReadDeadline(time.Time{})
@@ -194,7 +173,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	return w, nil
 }
 
-func (w *Warm) send(m nsinit.WarmMsg) error {
+func (w *Warm) send(m warm.Msg) error {
 	b, _ := json.Marshal(m)
 	if _, err := w.conn.Write(b); err != nil {
 		return fmt.Errorf("warm child: send: %w", err)
@@ -204,7 +183,7 @@ func (w *Warm) send(m nsinit.WarmMsg) error {
 
 // childMsg is one message from a warm child, with what the kernel attached.
 type childMsg struct {
-	nsinit.WarmMsg
+	warm.Msg
 	creds *unix.Ucred
 	fds   []int
 }
@@ -240,7 +219,7 @@ func (w *Warm) recv(ctx context.Context) (childMsg, error) {
 			m.creds = cred
 		}
 	}
-	if m.WarmMsg, err = decodeWarmMsg(buf[:n]); err != nil {
+	if m.Msg, err = warm.Decode(buf[:n]); err != nil {
 		for _, fd := range m.fds {
 			unix.Close(fd)
 		}
@@ -331,7 +310,7 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 	}
 	io := startIO(w.stdin, w.out, w.err, job.Stdin, lim.OutputBytes)
 	w.stdin, w.out, w.err = nil, nil, nil
-	b, _ := json.Marshal(nsinit.WarmJob{Form: form.Kind, Target: form.Target, Args: nonNil(form.Args),
+	b, _ := json.Marshal(warm.Job{Form: form.Kind, Target: form.Target, Args: nonNil(form.Args),
 		OrigArgv: job.Argv, Rlimits: rlimits})
 	fds := make([]int, len(w.child))
 	for i, f := range w.child {

@@ -17,6 +17,8 @@ import (
 
 	"boxer"
 	"boxer/internal/observe"
+	"boxer/internal/sandbox/warm"
+	"boxer/internal/testenv"
 
 	"golang.org/x/sys/unix"
 )
@@ -270,23 +272,24 @@ print(same > 0, differ)
 // the pinning reaches a job: no io_uring descriptor, no pinned memory of
 // its own, and io_uring refused.
 func TestZygotePinsLearnedPages(t *testing.T) {
-	requireIOUring(t)
+	testenv.RequireIOUring(t)
 	e := newTestEngine(t, nil)
 	z := newTestZygote(t, e)
 	// Before 6.5 or so the kernel refuses to pin a file's pages (the
 	// interpreter's and libraries' data), and the zygote pins the
 	// anonymous ones alone (pin).
 	if z.LearnedPages == 0 || z.PinnedPages == 0 || z.PinnedPages > z.LearnedPages ||
-		kernelAtLeast(t, 6, 5) && z.PinnedPages != z.LearnedPages {
+		testenv.KernelAtLeast(t, 6, 5) && z.PinnedPages != z.LearnedPages {
 		t.Fatalf("pinned %d of %d learned pages, want all of them (from 6.5 on) or some", z.PinnedPages, z.LearnedPages)
 	}
 	// Sealed: the zygote's own filter, and ZygoteSealed's on top.
 	if got := procStatus(t, zygotePid(t, z))["Seccomp_filters"]; got != "2" {
 		t.Errorf("the zygote runs under %s seccomp filters, want 2", got)
 	}
-	res := runWarm(t, z, pyJob(pyRings+`
-import ctypes
-print("rings", rings())
+	res := runWarm(t, z, pyJob(`
+import ctypes, glob, os
+fds = [p for p in glob.glob("/proc/self/fd/*") if os.path.exists(p)]  # not glob's own, closed since
+print("rings", sum("io_uring" in os.readlink(p) for p in fds))
 print([l.split()[1] for l in open("/proc/self/status") if l.startswith("VmPin:")][0])
 libc = ctypes.CDLL(None, use_errno=True)
 params = ctypes.create_string_buffer(120)
@@ -565,7 +568,7 @@ func TestZygoteRefusesMalformedRequests(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	ok := forkReq{ID: 1 << 40, UID: 1000, InitUID: 1001, DiskBytes: 1 << 20, Inodes: 16}.marshal()
+	ok := warm.ForkRequest{ID: 1 << 40, UID: 1000, InitUID: 1001, DiskBytes: 1 << 20, Inodes: 16}.Marshal()
 	for _, tc := range []struct {
 		name string
 		msg  []byte
@@ -627,7 +630,7 @@ func TestZygoteRefusesRootUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ours.Close()
-	exit, err := z.fork(forkReq{UID: 0, InitUID: 1001, DiskBytes: 1 << 20, Inodes: 16}, theirs)
+	exit, err := z.fork(warm.ForkRequest{UID: 0, InitUID: 1001, DiskBytes: 1 << 20, Inodes: 16}, theirs)
 	theirs.Close()
 	if err != nil {
 		t.Fatalf("fork: %v", err)

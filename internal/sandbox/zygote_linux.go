@@ -1,11 +1,8 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,22 +15,9 @@ import (
 	"time"
 
 	"boxer/internal/sandbox/nsinit"
+	"boxer/internal/sandbox/warm"
 
 	"golang.org/x/sys/unix"
-)
-
-// zygote.py isolates children and runs their jobs; zygote_speed.py, which
-// it imports, makes forks and children cheap.
-var (
-	//go:embed zygote.py
-	zygoteSource string
-	//go:embed zygote_speed.py
-	zygoteSpeedSource string
-)
-
-const (
-	zygotePath      = "/usr/lib/boxer/zygote.py"
-	zygoteSpeedPath = "/usr/lib/boxer/zygote_speed.py"
 )
 
 // zygoteStartTimeout bounds the zygote's start, pre-imports included.
@@ -58,28 +42,15 @@ type ZygoteConfig struct {
 	MemoryBytes int64
 }
 
-// Zygote is a long-lived sandbox whose program, zygote.py, forks warm
-// children: each is isolated before any job exists and serves exactly one.
+// Zygote is a long-lived sandbox whose program, package warm's zygote.py,
+// forks warm children: each is isolated before any job exists and serves
+// exactly one.
 //
 // The zygote sandbox is an ordinary sandbox (pid 1, mounts, cgroup) whose
 // program keeps its capabilities inside the sandbox's user namespace, runs
 // under seccomp.Zygote, and never runs caller code. boxer talks to it over
-// a SOCK_SEQPACKET socket, one message per packet (the messages are
-// declared in nsinit's warm.go):
-//
-//	boxer                                    zygote
-//	config: seccomp hexes (job's, seal),  -> imports, limits itself, moves
-//	/proc masks, pre-imports                 its code to huge pages, gc.freeze,
-//	                                         learns a job's pages (_learn),
-//	                                         pins them (pin), seals io_uring
-//	                                   <-    WarmMsg ready: pre-imported
-//	                                         modules, huge text, learned and
-//	                                         pinned pages
-//	fork request (forkReq) + job socket ->   fork into a new PID namespace
-//	                                   <-    WarmMsg forked: pid, request id
-//	                                   <-    WarmMsg exited: pid, status
-//
-// Each child then talks to boxer on its own job socket (see Warm).
+// a SOCK_SEQPACKET socket; the messages, and each child's, are drawn and
+// declared in one file, warm/protocol.go.
 type Zygote struct {
 	e        *Engine
 	sb       *sandbox
@@ -106,9 +77,9 @@ type Zygote struct {
 	// text_on_huge_pages in zygote_speed.py).
 	HugeText int
 
-	forkMu  sync.Mutex          // one fork request in flight at a time
-	replies chan nsinit.WarmMsg // replies to requests; a stale one is dropped (see deliver)
-	mu      sync.Mutex          // guards exits
+	forkMu  sync.Mutex    // one fork request in flight at a time
+	replies chan warm.Msg // replies to requests; a stale one is dropped (see deliver)
+	mu      sync.Mutex    // guards exits
 	exits   map[int]chan uint32
 	dead    chan struct{} // closed when the zygote is gone
 	closing sync.Once
@@ -171,12 +142,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	// background fork starved by the jobs themselves.
 	sb, err := e.prepareWith(ctx, lim, ids, prepareOpts{
 		extraFD: childEnd,
-		files: []nsinit.File{
-			{Path: "/etc/passwd", Mode: 0o644, Content: passwd(cfg.Slots)},
-			{Path: "/etc/group", Mode: 0o644, Content: group(cfg.Slots)},
-			{Path: zygotePath, Mode: 0o644, Content: zygoteSource},
-			{Path: zygoteSpeedPath, Mode: 0o644, Content: zygoteSpeedSource},
-		},
+		files:   warm.Files(UID, cfg.Slots),
 	})
 	// Only pid 1 (and through it the zygote) may hold the other end, so
 	// that the zygote's death closes the socket.
@@ -188,7 +154,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	z := &Zygote{
 		e: e, sb: sb, ctrl: ctrl, userBase: ids.user, nofile: rlimitOf(e.zygoteRlimits(), unix.RLIMIT_NOFILE).Max,
 		slots:   make(chan int, cfg.Slots),
-		replies: make(chan nsinit.WarmMsg, 1),
+		replies: make(chan warm.Msg, 1),
 		exits:   make(map[int]chan uint32),
 		dead:    make(chan struct{}),
 		closed:  make(chan struct{}),
@@ -203,7 +169,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	}
 	job := nsinit.Job{
 		Path:        e.runtime.Path,
-		Argv:        []string{"python", zygotePath},
+		Argv:        warm.Argv,
 		Env:         programEnv(),
 		Dir:         WorkDir,
 		Rlimits:     e.zygoteRlimits(),
@@ -230,22 +196,19 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	sb.stdout, sb.stderr = nil, nil
 	go z.read()
 
-	// The zygote reads this with os alone, before importing anything.
-	for _, m := range cfg.PreImports {
-		if m == "" || strings.ContainsAny(m, "\n\x00") {
-			return nil, fmt.Errorf("zygote: invalid pre-import %q", m)
-		}
+	hello, err := warm.Config{Filter: e.filter, SealFilter: e.sealFilter, ProcMasked: nsinit.ProcMasked,
+		ProcReadOnly: nsinit.ProcReadOnly, PreImports: cfg.PreImports}.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("zygote: %w", err)
 	}
-	hello := strings.Join(append([]string{hex.EncodeToString(e.filter), hex.EncodeToString(e.sealFilter),
-		strings.Join(nsinit.ProcMasked, " "), strings.Join(nsinit.ProcReadOnly, " ")}, cfg.PreImports...), "\n")
-	if _, err := ctrl.Write([]byte(hello)); err != nil {
+	if _, err := ctrl.Write(hello); err != nil {
 		return nil, fmt.Errorf("zygote: send config: %w", err)
 	}
 	t := time.NewTimer(zygoteStartTimeout)
 	defer t.Stop()
 	select {
 	case m := <-z.replies:
-		if m.Op != nsinit.OpReady {
+		if m.Op != warm.OpReady {
 			return nil, fmt.Errorf("zygote: got %q, want ready", m.Op)
 		}
 		z.Preimported, z.LearnedPages, z.PinnedPages, z.HugeText = m.Preimported, m.LearnedPages, m.PinnedPages, m.HugeTextBytes
@@ -272,10 +235,8 @@ const zygoteOpenFiles = 8192
 // are boxer's, inherited.
 //
 // Its hard open-files limit is also the most a warm job may have (see
-// Warm.Fits): a child sets the job's limits just before the job's code
-// runs, and cannot raise them. It is not the host's, which may be a
-// million or more: the child's keeper, which the job can take over (see
-// _keep_memory in zygote.py), keeps the zygote's limits.
+// Engine.WarmFits): a child sets the job's limits just before the job's
+// code runs, and cannot raise them. A job that asks for more runs cold.
 func (e *Engine) zygoteRlimits() []nsinit.Rlimit { return e.host.clamp(wantedZygoteRlimits()) }
 
 // wantedZygoteRlimits are the zygote's limits before the host's cut.
@@ -305,18 +266,18 @@ func (z *Zygote) read() {
 		if err != nil || n == 0 {
 			return
 		}
-		m, err := decodeWarmMsg(buf[:n])
+		m, err := warm.Decode(buf[:n])
 		if err != nil {
 			z.e.log.Error("zygote: bad message", "err", err)
 			return
 		}
 		switch m.Op {
-		case nsinit.OpForked:
+		case warm.OpForked:
 			z.mu.Lock()
 			z.exits[m.Pid] = make(chan uint32, 1)
 			z.mu.Unlock()
 			z.deliver(m)
-		case nsinit.OpExited:
+		case warm.OpExited:
 			z.mu.Lock()
 			ch := z.exits[m.Pid]
 			delete(z.exits, m.Pid)
@@ -334,7 +295,7 @@ func (z *Zygote) read() {
 // reader, which must go on delivering exits. A reply still buffered when
 // the next comes answers a request whose caller gave up waiting: it is
 // dropped.
-func (z *Zygote) deliver(m nsinit.WarmMsg) {
+func (z *Zygote) deliver(m warm.Msg) {
 	for {
 		select {
 		case z.replies <- m:
@@ -348,47 +309,16 @@ func (z *Zygote) deliver(m nsinit.WarmMsg) {
 	}
 }
 
-// decodeWarmMsg reads one message of the zygote's or a warm child's. A
-// field boxer does not know is an error, not a field ignored: zygote.py and
-// nsinit.WarmMsg must say the same (TestZygoteSpeaksTheProtocol).
-func decodeWarmMsg(b []byte) (nsinit.WarmMsg, error) {
-	var m nsinit.WarmMsg
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	err := d.Decode(&m)
-	return m, err
-}
-
-// forkReq asks the zygote for one child. It travels as five little-endian
-// int64s in field order (zygote.py's _FORK_REQ), not as JSON: the
-// zygote's loop reads it into one reused buffer, because every page the
-// loop writes is a copy-on-write fault after each fork.
-type forkReq struct {
-	ID        int64 // echoed in the reply
-	UID       int64 // the job's
-	InitUID   int64 // the child's pid 1's (see _drop in zygote.py)
-	DiskBytes int64
-	Inodes    int64
-}
-
-func (r forkReq) marshal() []byte {
-	b := make([]byte, 0, 40)
-	for _, v := range [...]int64{r.ID, r.UID, r.InitUID, r.DiskBytes, r.Inodes} {
-		b = binary.LittleEndian.AppendUint64(b, uint64(v))
-	}
-	return b
-}
-
 // fork asks the zygote for a child that gets sock as its job socket. It
 // returns a channel that receives the child's wait status, or closes if
 // the zygote dies. (The child's pid comes from the child itself, in the
 // credentials of its first message: the zygote's numbers are its own PID
 // namespace's.)
-func (z *Zygote) fork(req forkReq, sock *os.File) (<-chan uint32, error) {
+func (z *Zygote) fork(req warm.ForkRequest, sock *os.File) (<-chan uint32, error) {
 	z.forkMu.Lock()
 	defer z.forkMu.Unlock()
 	req.ID = z.forks.Add(1)
-	if _, _, err := z.ctrl.WriteMsgUnix(req.marshal(), unix.UnixRights(int(sock.Fd())), nil); err != nil {
+	if _, _, err := z.ctrl.WriteMsgUnix(req.Marshal(), unix.UnixRights(int(sock.Fd())), nil); err != nil {
 		return nil, fmt.Errorf("zygote: fork request: %w", err)
 	}
 	t := time.NewTimer(forkTimeout)
@@ -399,10 +329,10 @@ func (z *Zygote) fork(req forkReq, sock *os.File) (<-chan uint32, error) {
 			// A reply to an earlier request that timed out is not
 			// ours: its child was given up and exits on its own, or its
 			// fork failed. (A malformed request's refusal carries no id.)
-			if (m.Op == nsinit.OpForked || m.Op == nsinit.OpError && m.ID != 0) && m.ID != req.ID {
+			if (m.Op == warm.OpForked || m.Op == warm.OpError && m.ID != 0) && m.ID != req.ID {
 				continue
 			}
-			if m.Op != nsinit.OpForked {
+			if m.Op != warm.OpForked {
 				return nil, fmt.Errorf("zygote: got %q, want forked: %s", m.Op, m.Msg)
 			}
 			z.mu.Lock()
@@ -460,28 +390,6 @@ func (z *Zygote) Close() {
 
 // Closed is closed once Close has removed the zygote sandbox.
 func (z *Zygote) Closed() <-chan struct{} { return z.closed }
-
-// group is /etc/group for a zygote sandbox: every child gid is "sandbox".
-func group(slots int) string {
-	var b strings.Builder
-	b.WriteString("root:x:0:\n")
-	for i := range slots {
-		fmt.Fprintf(&b, "sandbox:x:%d:\n", UID+i)
-	}
-	b.WriteString("nogroup:x:65534:\n")
-	return b.String()
-}
-
-// passwd is /etc/passwd for a zygote sandbox: every child uid is "sandbox".
-func passwd(slots int) string {
-	var b strings.Builder
-	b.WriteString("root:x:0:0:root:/root:/usr/sbin/nologin\n")
-	for i := range slots {
-		fmt.Fprintf(&b, "sandbox:x:%d:%d:sandbox:/tmp:/usr/sbin/nologin\n", UID+i, UID+i)
-	}
-	b.WriteString("nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
-	return b.String()
-}
 
 // unixConn wraps a socket fd as a *net.UnixConn, on the runtime's poller.
 func unixConn(fd int, name string) (*net.UnixConn, error) {

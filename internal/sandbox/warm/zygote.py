@@ -5,7 +5,7 @@ future job. Each child gets its own PID, mount, IPC, network and cgroup
 namespaces, fresh tmpfs mounts and /proc, its own uid, an empty capability
 bounding set, no_new_privs and the sandbox's seccomp filter -- all before
 any caller code exists -- and then waits for its job. The zygote itself
-never runs caller code. The protocol is described in warm_linux.go.
+never runs caller code. The protocol is drawn and declared in protocol.go.
 
 A child is two processes sharing one address space, as a cold sandbox is
 boxer's pid 1 and the program: the forked one is pid 1 of its PID
@@ -106,9 +106,8 @@ def _send(sock, obj):
     sock.send(json.dumps(obj).encode())
 
 
-# The messages, as nsinit.WarmMsg and nsinit.WarmJob declare them (see
-# internal/sandbox/nsinit/warm.go); TestZygoteSpeaksTheProtocol holds this
-# file to those structs. Fixed messages are fixed bytes: every page of json
+# The messages, as Msg and Job in protocol.go declare them;
+# TestZygoteSpeaksTheProtocol holds this file to those structs. Fixed messages are fixed bytes: every page of json
 # a child touches is a copy-on-write fault (see internal/pool's doc).
 _HELLO, _GO, _READY = b'{"op":"hello"}', b'{"op":"go"}', b'{"op":"ready"}'
 _JOB_FIELDS = ("form", "target", "args", "orig_argv", "rlimits")
@@ -632,7 +631,7 @@ def main():
     _serve(fprog, drop)
 
 
-# A fork request: five little-endian int64s, as forkReq in zygote_linux.go
+# A fork request: five little-endian int64s, as ForkRequest in protocol.go
 # marshals them: the request's id, the job's uid, its pid 1's uid (see
 # _drop), and its tmpfs size in bytes and in inodes. Replies are formatted
 # bytes, not json.dumps.

@@ -1,4 +1,4 @@
-package sandbox
+package warm
 
 import (
 	"os"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"boxer/internal/testenv"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,7 +49,7 @@ func TestPretouchStepsOverHoles(t *testing.T) {
 	}
 	for _, mode := range []string{"process_madvise", "fallback"} {
 		t.Run(mode, func(t *testing.T) {
-			if mode == "process_madvise" && !kernelAtLeast(t, 6, 13) {
+			if mode == "process_madvise" && !testenv.KernelAtLeast(t, 6, 13) {
 				t.Skip("process_madvise(MADV_POPULATE_WRITE) on oneself needs Linux 6.13; before it the zygote takes the fallback, which the other case covers")
 			}
 			out, err := runZygoteModule(t, pretouchScript, mode)
@@ -125,7 +127,7 @@ func TestPinCopiesAtFork(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("no /usr/bin/python3")
 	}
-	requireIOUring(t)
+	testenv.RequireIOUring(t)
 	for mode, want := range map[string]string{
 		"pinned": "pinned 3 VmPin 12 rings 0 enter 0\nparent owns [0, 1, 4]\nchild owns [0, 1, 4] rings 0 enter 22 page 0 1\nparent's page 1 1\n",
 		"huge":   "pinned 3 VmPin 12 rings 0 enter 0\nparent owns [0, 1, 4]\nchild owns [0, 1, 4] rings 0 enter 22 page 0 1\nparent's page 1 1\n",
@@ -180,7 +182,7 @@ func runZygoteModule(t *testing.T, script string, args ...string) ([]byte, error
 	if err := os.WriteFile(src, []byte(zygoteSource), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "zygote_speed.py"), []byte(zygoteSpeedSource), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "zygote_speed.py"), []byte(speedSource), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
@@ -216,7 +218,7 @@ print(len(pinned), z.speed.pages(pinned), z.speed.unpinned(learned, pinned), z.s
 `
 
 func TestPinSplitsAtMappings(t *testing.T) {
-	requireIOUring(t)
+	testenv.RequireIOUring(t)
 	out, err := runZygoteModule(t, splitScript, "")
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)

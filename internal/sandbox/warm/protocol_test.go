@@ -1,4 +1,4 @@
-package sandbox
+package warm
 
 import (
 	"encoding/json"
@@ -10,16 +10,16 @@ import (
 	"boxer/internal/sandbox/nsinit"
 )
 
-// zygote.py speaks the warm path's protocol as nsinit declares it: it
-// takes a WarmJob exactly as boxer marshals it, refuses one with a field
-// it does not read, and every message it can send decodes into a WarmMsg
+// zygote.py speaks the warm path's protocol as protocol.go declares it: it
+// takes a Job exactly as boxer marshals it, refuses one with a field
+// it does not read, and every message it can send decodes into a Msg
 // with no field left over and every value where boxer reads it. A field
 // added, renamed or dropped on one side only fails here.
 func TestZygoteSpeaksTheProtocol(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("no /usr/bin/python3")
 	}
-	job := nsinit.WarmJob{Form: "file", Target: "main.py", Args: []string{"a b"}, OrigArgv: []string{"python", "main.py", "a b"},
+	job := Job{Form: "file", Target: "main.py", Args: []string{"a b"}, OrigArgv: []string{"python", "main.py", "a b"},
 		Rlimits: []nsinit.Rlimit{{Resource: 7, Cur: 256, Max: 512}}}
 	b, err := json.Marshal(job)
 	if err != nil {
@@ -51,7 +51,7 @@ for m in (z._HELLO, z._GO, z._READY, z._FORKED % (12, 3), z._EXITED % (12, 256),
 	if len(lines) != 11 {
 		t.Fatalf("%d lines: %s", len(lines), out)
 	}
-	var back nsinit.WarmJob
+	var back Job
 	d := json.NewDecoder(strings.NewReader(lines[0]))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&back); err != nil || !reflect.DeepEqual(back, job) {
@@ -60,19 +60,19 @@ for m in (z._HELLO, z._GO, z._READY, z._FORKED % (12, 3), z._EXITED % (12, 256),
 	if lines[1] != "refused" {
 		t.Errorf("a job with a field zygote.py does not read: %s, want refused", lines[1])
 	}
-	want := []nsinit.WarmMsg{
-		{Op: nsinit.OpHello},
-		{Op: nsinit.OpGo},
-		{Op: nsinit.OpReady},
-		{Op: nsinit.OpForked, Pid: 12, ID: 3},
-		{Op: nsinit.OpExited, Pid: 12, Status: 256},
-		{Op: nsinit.OpError, Msg: "malformed fork request: 31 bytes, 0 descriptors, flags 0x0"},
-		{Op: nsinit.OpError, ID: 3, Msg: "fork failed: errno 12"},
-		{Op: nsinit.OpError, Msg: "PermissionError: [Errno 1] x"},
-		{Op: nsinit.OpReady, Preimported: []string{"a"}, HugeTextBytes: 4096, LearnedPages: 5, PinnedPages: 6},
+	want := []Msg{
+		{Op: OpHello},
+		{Op: OpGo},
+		{Op: OpReady},
+		{Op: OpForked, Pid: 12, ID: 3},
+		{Op: OpExited, Pid: 12, Status: 256},
+		{Op: OpError, Msg: "malformed fork request: 31 bytes, 0 descriptors, flags 0x0"},
+		{Op: OpError, ID: 3, Msg: "fork failed: errno 12"},
+		{Op: OpError, Msg: "PermissionError: [Errno 1] x"},
+		{Op: OpReady, Preimported: []string{"a"}, HugeTextBytes: 4096, LearnedPages: 5, PinnedPages: 6},
 	}
 	for i, w := range want {
-		got, err := decodeWarmMsg([]byte(lines[2+i]))
+		got, err := Decode([]byte(lines[2+i]))
 		if err != nil || !reflect.DeepEqual(got, w) {
 			t.Errorf("message %s: %+v (%v), want %+v", lines[2+i], got, err, w)
 		}

@@ -1,0 +1,189 @@
+// Package warm is the child side of boxer's warm path: zygote.py, the
+// program of a long-lived sandbox that forks one isolated, unprivileged
+// child per future job, its speed steps (zygote_speed.py), and the
+// protocol boxer speaks with the zygote and with each child, all of it in
+// this file.
+//
+// It plays for a warm run the part package nsinit plays for a cold one:
+// the code on the far side of the sandbox's wall, kept apart from the
+// parent side. The parent side, internal/sandbox's Zygote and Warm,
+// starts the zygote as an ordinary sandbox (its pid 1 is nsinit's), gives
+// each child its cgroup, files and limits, and collects its result as it
+// does a cold run's.
+//
+// zygote.py's parts, each reviewable alone:
+//
+//	security  _isolate (namespaces, /proc, tmpfs, loopback), _drop (uids,
+//	          capabilities, seccomp, the job's process), _fresh_child
+//	speed     zygote_speed.py: learn a job's pages, pin them, move the
+//	          interpreter's code onto huge pages; none of it is needed for
+//	          isolation, and a step that fails costs speed only
+//	protocol  _job, _error, _zygote_ready and the fixed messages, held to
+//	          this file's structs by TestZygoteSpeaksTheProtocol
+//
+// # Messages
+//
+// Every message is one SOCK_SEQPACKET packet. Most are a JSON Msg; the job
+// is a JSON Job. Two are not JSON: the zygote's Config, lines it reads
+// before it may import json, and the ForkRequest, five integers the
+// zygote's loop unpacks into one reused buffer (every page the loop writes
+// is a copy-on-write fault after each fork).
+//
+// # The zygote
+//
+// boxer holds one end of the zygote's control socket; the zygote gets the
+// other as fd 3.
+//
+//	boxer                                    zygote
+//	Config                             ->    imports, limits itself, moves its
+//	                                         code to huge pages, gc.freeze,
+//	                                         learns a job's pages, pins them,
+//	                                         seals io_uring
+//	                                   <-    Msg OpReady: pre-imported modules,
+//	                                         huge text, learned and pinned
+//	                                         pages
+//	ForkRequest + a job socket         ->    fork into a new PID namespace
+//	                                   <-    Msg OpForked (pid, request id), or
+//	                                         OpError (a request it could not
+//	                                         read, or a failed fork)
+//	                                   <-    Msg OpExited: a child's pid 1 is
+//	                                         gone (pid, wait status)
+//
+// # A child
+//
+// A child is two processes sharing one address space: its pid 1, which
+// the zygote forked into a PID namespace of its own, and the job's
+// process, pid 2, which pid 1 clones (_drop). On its job socket:
+//
+//	boxer                                    pid 1 (forked by the zygote)
+//	                                         setsid: a session of its own
+//	                                   <-    Msg OpHello, with SCM_CREDENTIALS
+//	move pid 1 (pid from the credentials)
+//	into its cgroup
+//	Msg OpGo                           ->    unshare mount/IPC/net/cgroup ns,
+//	                                         its own /proc, tmpfs /work /tmp
+//	                                         /dev/shm, lo up, setresuid (no
+//	                                         caps), seccomp, clone pid 2 and
+//	                                         wait for its exit or exec
+//	                                         pid 2: setsid, setresuid
+//	                                   <-    Msg OpReady + fd of /work, with
+//	                                         SCM_CREDENTIALS (pid 2's), or
+//	                                         OpError
+//	SIGSTOP pid 1 (it stops when it
+//	wakes); pidfd of pid 2                   wait
+//	   (a pool keeps it here)
+//	cgroup limits, files via the fd
+//	Job + stdin, stdout, stderr        ->    closes the socket, runs the job
+//	                                         in-process, exits
+//	pid 2's pidfd turns readable: its wait status is read from its zombie
+//	(/proc/PID/stat), SIGKILL pid 1 and with it the namespace
+package warm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"boxer/internal/sandbox/nsinit"
+)
+
+// Config is the zygote's first message: newline-separated lines, read with
+// os alone. Its pre-imports are its last lines, one module each.
+type Config struct {
+	Filter     []byte // the job's seccomp program; nil without seccomp
+	SealFilter []byte // the zygote's own, installed once it is ready
+	// ProcMasked and ProcReadOnly are what each child's /proc hides and
+	// makes read-only: a cold sandbox's (nsinit.ProcMasked, ProcReadOnly).
+	ProcMasked, ProcReadOnly []string
+	// PreImports are the modules the zygote imports once, before forking.
+	PreImports []string
+}
+
+// Marshal encodes c, or says which pre-import cannot be a line.
+func (c Config) Marshal() ([]byte, error) {
+	for _, m := range c.PreImports {
+		if m == "" || strings.ContainsAny(m, "\n\x00") {
+			return nil, fmt.Errorf("invalid pre-import %q", m)
+		}
+	}
+	lines := append([]string{hex.EncodeToString(c.Filter), hex.EncodeToString(c.SealFilter),
+		strings.Join(c.ProcMasked, " "), strings.Join(c.ProcReadOnly, " ")}, c.PreImports...)
+	return []byte(strings.Join(lines, "\n")), nil
+}
+
+// ForkRequest asks the zygote for one child. It travels as five
+// little-endian int64s in field order (zygote.py's _FORK_REQ), with the
+// child's job socket as its one descriptor.
+type ForkRequest struct {
+	ID        int64 // echoed in the reply
+	UID       int64 // the job's
+	InitUID   int64 // the child's pid 1's (see _drop in zygote.py)
+	DiskBytes int64 // the size of the child's /work and /tmp
+	Inodes    int64 // and their inodes
+}
+
+// Marshal encodes r.
+func (r ForkRequest) Marshal() []byte {
+	b := make([]byte, 0, 40)
+	for _, v := range [...]int64{r.ID, r.UID, r.InitUID, r.DiskBytes, r.Inodes} {
+		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+	}
+	return b
+}
+
+// Ops of a Msg.
+const (
+	OpHello  = "hello"  // child: forked; its pid is in the message's credentials
+	OpGo     = "go"     // boxer: the child is in its cgroup, go on isolating
+	OpReady  = "ready"  // child: isolated, waiting for its job; zygote: pre-imports done
+	OpError  = "error"  // child: set-up failed; zygote: a fork request failed
+	OpForked = "forked" // zygote: a child is forked
+	OpExited = "exited" // zygote: a child (its pid 1) has exited
+)
+
+// Msg is every message of the warm path but the Config, the ForkRequest
+// and the Job.
+type Msg struct {
+	Op string `json:"op"`
+	// ID is the fork request an OpForked or a failed fork's OpError answers.
+	ID int64 `json:"id,omitempty"`
+	// Pid is the child's, in the zygote's PID namespace (OpForked,
+	// OpExited); Status its wait status (OpExited).
+	Pid    int    `json:"pid,omitempty"`
+	Status uint32 `json:"status,omitempty"`
+	// The zygote's OpReady: every module its pre-imports loaded, and what
+	// it did to make forks cheap (see zygote_speed.py).
+	Preimported   []string `json:"preimported,omitempty"`
+	HugeTextBytes int      `json:"huge_text_bytes,omitempty"`
+	LearnedPages  int      `json:"learned_pages,omitempty"`
+	PinnedPages   int      `json:"pinned_pages,omitempty"`
+	// Msg says what failed (OpError).
+	Msg string `json:"msg,omitempty"`
+}
+
+// Decode reads one Msg of the zygote's or a child's. A field boxer does
+// not know is an error, not a field ignored: zygote.py and Msg must say
+// the same (TestZygoteSpeaksTheProtocol).
+func Decode(b []byte) (Msg, error) {
+	var m Msg
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	err := d.Decode(&m)
+	return m, err
+}
+
+// Job is the job a warm child runs in its own process, as python would
+// run `python FILE ARGS` (Form "file"), `python -c CODE ARGS` ("command")
+// or `python -m MODULE ARGS` ("module").
+type Job struct {
+	Form   string   `json:"form"`
+	Target string   `json:"target"` // the file, the code or the module
+	Args   []string `json:"args"`
+	// OrigArgv is the job's whole command, sys.orig_argv.
+	OrigArgv []string `json:"orig_argv"`
+	// Rlimits are set just before the job's code runs: a cold run's.
+	Rlimits []nsinit.Rlimit `json:"rlimits"`
+}
