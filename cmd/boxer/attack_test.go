@@ -1,7 +1,6 @@
 package main
 
 import (
-	"boxer/internal/testenv"
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"boxer/internal/testenv"
 )
 
 // The attack suite (issue 6): every probe is a small program, or a request,
