@@ -217,6 +217,12 @@ func apiProbes(vars map[string]string) []apiProbe {
 		{"api/command-host-program",
 			ranRun(`{"files": {"main.py": "1"}, "command": ["/bin/sh", "-c", "id"]}`, outcome{status: "nonzero_exit", exit: 127, stderr: "boxer: cannot run \"/bin/sh\": no such file or directory\n"}),
 			ranRun(`{"files": {"main.py": "1"}, "command": ["`+bin+`", "serve"]}`, outcome{status: "nonzero_exit", exit: 127, stderr: "boxer: cannot run \"" + bin + "\": no such file or directory\n"})},
+		// A command the API takes runs, however its encoding escapes it:
+		// JSON makes each '<' six bytes, and the warm path's job message
+		// once carried the code twice.
+		{"api/command-of-escapes",
+			ranRun(`{"files": {"main.py": "1"}, "command": ["python", "-c", "#`+strings.Repeat("<", 60000)+`\nprint(1)"]}`, ok("1\n")),
+			ranRun(`{"files": {"main.py": "1"}, "command": ["python", "-u", "-c", "#`+strings.Repeat("<", 60000)+`\nprint(1)"]}`, ok("1\n"))},
 		{"art/dotdot-path",
 			toRun(runBody("warm", map[string]string{"main.py": "1"}, `"artifact_paths": ["../../etc/shadow"]`), bad, "invalid_request", `artifact_paths[0]: path "../../etc/shadow" contains a '..' component; paths must stay inside the work dir`),
 			toRun(runBody("cold", map[string]string{"main.py": "1"}, `"artifact_paths": ["out/../../x"]`), bad, "invalid_request", `artifact_paths[0]: path "out/../../x" contains a '..' component; paths must stay inside the work dir`)},

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"boxer"
+	"boxer/internal/sandbox/warm"
 )
 
 // A warm run is indistinguishable from `python main.py` (or -c, -m) in a
@@ -16,6 +17,14 @@ func TestWarmSemanticsMatchCold(t *testing.T) {
 	t.Run("no pre-imports", func(t *testing.T) { testSemantics(t) })
 	t.Run("numpy pre-imported", func(t *testing.T) { testSemantics(t, "numpy") })
 }
+
+// escapeHeavy is a program that makes the warm command
+// warm.MaxCommandBytes long (with "python", "-c" and a five-byte argument)
+// of bytes a JSON encoder escapes: HTML's '<' and control characters.
+var escapeHeavy = func() string {
+	code := "import sys; print(len(sys.argv[1]), sys.orig_argv[0], len(sys.orig_argv[2]), ascii(sys.argv[1:]))\n#"
+	return code + strings.Repeat("<\x01", (warm.MaxCommandBytes-len("python-c<\x01>")-len(code))/2)
+}()
 
 func testSemantics(t *testing.T, preimports ...string) {
 	_, z, paths := bothPathsPreImporting(t, nil, preimports...)
@@ -104,6 +113,9 @@ os.execv(sys.executable, [sys.executable, "-c", "import fcntl, os; fcntl.flock(o
 		{"signal dispositions", []string{"python", "-c", "import signal; print([(s.name, str(signal.getsignal(s))) for s in sorted(signal.valid_signals()) if isinstance(s, signal.Signals)])"}, nil, ""},
 		{"cwd and umask", []string{"python", "-c", "import os; print(os.getcwd(), oct(os.umask(0o22)), sorted(os.listdir('.')))"}, nil, ""},
 		{"stdin at end of file", []string{"python", "-c", "import sys; print(repr(sys.stdin.read()), repr(sys.stdin.readline()))"}, nil, ""},
+		// The longest command a warm child takes, every byte one JSON
+		// escapes: it is sent once, whole, in one packet.
+		{"the longest warm command", []string{"python", "-c", escapeHeavy, "<\x01>"}, nil, ""},
 		{"sys.path and prefix", []string{"python", "-c", "import sys; print(sys.path[1:], sys.prefix, sys.base_prefix, sys.platlibdir)"}, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -144,3 +144,26 @@ func TestWarmJobsSeeNoNeighbours(t *testing.T) {
 		t.Errorf("%s %q %q, want %q", res.Status, res.Stdout.Data, res.Stderr.Data, want)
 	}
 }
+
+// A warm job that walks its stack up from its own frame finds the path
+// that ran it and nothing of the zygote's loop: no frame of its serve loop
+// or of its start, and so none of their locals (the zygote's other
+// children, its requests and its count of them); its own request holds
+// its own ids, not the zygote's count. (The loop's frames were once the
+// job's callers.)
+func TestWarmJobSeesNoZygoteFrames(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	for range 2 { // the second child's zygote has served a job already
+		res := runWarm(t, z, pyJob(`import os, sys
+f, frames = sys._getframe(), []
+while f:
+    frames.append(f)
+    f = f.f_back
+print([f.f_code.co_name for f in frames], frames[2].f_locals["req"][0] == os.getuid(), len(frames[2].f_locals["req"]))
+`, boxer.Limits{}))
+		if want := "['<module>', '_run', '_child', '<module>'] True 4\n"; res.Status != boxer.StatusOK || string(res.Stdout.Data) != want {
+			t.Fatalf("%s %q %q, want %q", res.Status, res.Stdout.Data, res.Stderr.Data, want)
+		}
+	}
+}

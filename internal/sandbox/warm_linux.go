@@ -97,6 +97,11 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 		unix.Close(pair[0])
 		return nil, fmt.Errorf("SO_PASSCRED: %w", err)
 	}
+	// Room for the job in one packet (see warm.MaxCommandBytes). Without
+	// CAP_NET_ADMIN the kernel caps the plain option at net.core.wmem_max.
+	if unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, warm.SocketBuffer) != nil {
+		_ = unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_SNDBUF, warm.SocketBuffer)
+	}
 	if w.conn, err = unixConn(pair[0], "job"); err != nil {
 		return nil, err
 	}
@@ -237,10 +242,10 @@ type Form struct {
 }
 
 // WarmForm tells whether argv can run warm, and how. Only the three plain
-// forms qualify; any interpreter flag sends the job to a cold sandbox,
-// which runs it exactly as given.
+// forms qualify, at most warm.MaxCommandBytes long; any interpreter flag
+// sends the job to a cold sandbox, which runs it exactly as given.
 func (e *Engine) WarmForm(argv []string) (Form, bool) {
-	if len(argv) < 2 || !slices.Contains(e.runtime.Aliases, argv[0]) {
+	if len(argv) < 2 || !slices.Contains(e.runtime.Aliases, argv[0]) || argvBytes(argv) > warm.MaxCommandBytes {
 		return Form{}, false
 	}
 	switch a := argv[1]; {
@@ -310,8 +315,7 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 	}
 	io := startIO(w.stdin, w.out, w.err, job.Stdin, lim.OutputBytes)
 	w.stdin, w.out, w.err = nil, nil, nil
-	b, _ := json.Marshal(warm.Job{Form: form.Kind, Target: form.Target, Args: nonNil(form.Args),
-		OrigArgv: job.Argv, Rlimits: rlimits})
+	b := warm.Job{Form: form.Kind, Target: form.Target, Args: nonNil(form.Args), Argv0: job.Argv[0], Rlimits: rlimits}.Marshal()
 	fds := make([]int, len(w.child))
 	for i, f := range w.child {
 		fds[i] = int(f.Fd())
@@ -437,6 +441,14 @@ func (w *Warm) killRest() error {
 		}
 	}
 	return w.cg.Kill()
+}
+
+func argvBytes(argv []string) int {
+	n := 0
+	for _, a := range argv {
+		n += len(a)
+	}
+	return n
 }
 
 func nonNil(s []string) []string {

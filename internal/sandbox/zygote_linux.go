@@ -209,7 +209,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	select {
 	case m := <-z.replies:
 		if m.Op != warm.OpReady {
-			return nil, fmt.Errorf("zygote: got %q, want ready", m.Op)
+			return nil, fmt.Errorf("zygote: got %q, want ready: %s", m.Op, m.Msg)
 		}
 		z.Preimported, z.LearnedPages, z.PinnedPages, z.HugeText = m.Preimported, m.LearnedPages, m.PinnedPages, m.HugeTextBytes
 		lim.MemoryBytes += int64(cfg.Slots) * int64(m.LearnedPages) * int64(os.Getpagesize())

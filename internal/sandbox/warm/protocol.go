@@ -175,6 +175,15 @@ func Decode(b []byte) (Msg, error) {
 	return m, err
 }
 
+// MaxCommandBytes bounds the bytes of a command a child takes: its Job,
+// each byte escaped to at most six, must fit one packet on the job socket
+// (SocketBuffer, which the kernel cuts to twice net.core.wmem_max, 416 KiB
+// at its default) and zygote.py's MAX_MSG. A longer command runs cold.
+const MaxCommandBytes = 64 << 10
+
+// SocketBuffer is the send buffer boxer asks for on a job socket.
+const SocketBuffer = 1 << 20
+
 // Job is the job a warm child runs in its own process, as python would
 // run `python FILE ARGS` (Form "file"), `python -c CODE ARGS` ("command")
 // or `python -m MODULE ARGS` ("module").
@@ -182,8 +191,19 @@ type Job struct {
 	Form   string   `json:"form"`
 	Target string   `json:"target"` // the file, the code or the module
 	Args   []string `json:"args"`
-	// OrigArgv is the job's whole command, sys.orig_argv.
-	OrigArgv []string `json:"orig_argv"`
+	// Argv0 is the command's first word: with the form's flag, the target
+	// and the args it is the whole command, sys.orig_argv.
+	Argv0 string `json:"argv0"`
 	// Rlimits are set just before the job's code runs: a cold run's.
 	Rlimits []nsinit.Rlimit `json:"rlimits"`
+}
+
+// Marshal encodes j as JSON with no more escapes than JSON needs: HTML's
+// would make each '<', '>' and '&' of a command six bytes.
+func (j Job) Marshal() []byte {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	_ = e.Encode(j) // strings, ints and slices of them: nothing to fail
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

@@ -19,12 +19,9 @@ func TestZygoteSpeaksTheProtocol(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("no /usr/bin/python3")
 	}
-	job := Job{Form: "file", Target: "main.py", Args: []string{"a b"}, OrigArgv: []string{"python", "main.py", "a b"},
+	job := Job{Form: "file", Target: "main.py", Args: []string{"a b"}, Argv0: "python3",
 		Rlimits: []nsinit.Rlimit{{Resource: 7, Cur: 256, Max: 512}}}
-	b, err := json.Marshal(job)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := job.Marshal()
 	var more map[string]any
 	if err := json.Unmarshal(b, &more); err != nil {
 		t.Fatal(err)

@@ -110,7 +110,8 @@ def _send(sock, obj):
 # TestZygoteSpeaksTheProtocol holds this file to those structs. Fixed messages are fixed bytes: every page of json
 # a child touches is a copy-on-write fault (see internal/pool's doc).
 _HELLO, _GO, _READY = b'{"op":"hello"}', b'{"op":"go"}', b'{"op":"ready"}'
-_JOB_FIELDS = ("form", "target", "args", "orig_argv", "rlimits")
+_JOB_FIELDS = ("form", "target", "args", "argv0", "rlimits")
+_FORM_FLAGS = {"file": [], "command": ["-c"], "module": ["-m"]}
 _RLIMIT_FIELDS = ("resource", "cur", "max")
 
 
@@ -282,9 +283,16 @@ def _install(fprog, step):
         _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), step)
 
 
+class _Forked(BaseException):
+    """Raised in a freshly forked child with _child's arguments, caught at
+    the top (_start): unwinding the stack drops the zygote's frames, so that
+    nothing of its loop (its children, its requests) is left for the job to
+    walk up to with sys._getframe."""
+
+
 def _child(req, job_fd, fprog, drop):
-    """Runs in the forked child, req being the unpacked _FORK_REQ. Never
-    returns."""
+    """Runs in the forked child, req being the unpacked _FORK_REQ without
+    its id. Never returns."""
     try:
         # The pages this child will write (see _learn) are its own
         # already where the zygote pinned them: the fork copied them.
@@ -305,7 +313,7 @@ def _child(req, job_fd, fprog, drop):
         # them.
         os.setsid()
         _signal.signal(_signal.SIGHUP, _signal.SIG_DFL)
-        _, uid, init_uid, disk_bytes, inodes = req
+        uid, init_uid, disk_bytes, inodes = req
         CTRL.detach()  # fd 3 becomes the job socket; the control socket is the zygote's
         null = os.open("/dev/null", os.O_RDWR)
         # The job's stdin, stdout and stderr come with the job, so that pid
@@ -356,7 +364,7 @@ def _rehearse():
     while the child waits, not while the job runs."""
     import io
 
-    _job(json.dumps({"form": "file", "target": "main.py", "args": [], "orig_argv": ["python", "main.py"],
+    _job(json.dumps({"form": "file", "target": "main.py", "args": [], "argv0": "python",
                      "rlimits": [{"resource": 0, "cur": 0, "max": 0}]}))
     scratch = {"__builtins__": __builtins__}
     exec(compile("x = [i for i in range(8)]\nprint(x, file=out)", "<boxer>", "exec"), dict(scratch, out=io.StringIO()))
@@ -393,23 +401,20 @@ def _learn(fprog, drop):
     report_r, report_w = os.pipe()
     pid = _fork()
     if pid == 0:
-        try:
-            def report():  # last, on stderr (report_w): a count, the ranges
-                flat = ()
-                try:
-                    flat = tuple(n for run in speed.ranges(speed.exclusive(maps)) for n in run)
-                except Exception:
-                    pass  # nothing learned: children then copy nothing ahead
-                out = _REPORT + struct.pack("%dQ" % (1 + len(flat)), len(flat) // 2, *flat)
-                while out:
-                    out = out[os.write(2, out):]
+        def report():  # last, on stderr (report_w): a count, the ranges
+            flat = ()
+            try:
+                flat = tuple(n for run in speed.ranges(speed.exclusive(maps)) for n in run)
+            except Exception:
+                pass  # nothing learned: children then copy nothing ahead
+            out = _REPORT + struct.pack("%dQ" % (1 + len(flat)), len(flat) // 2, *flat)
+            while out:
+                out = out[os.write(2, out):]
 
-            global _ON_FINALIZE
-            _ON_FINALIZE = report
-            uid = _job_uid()
-            _child((0, uid, uid + 1, 1 << 20, 16), theirs.fileno(), fprog, drop)
-        finally:
-            os._exit(70)
+        global _ON_FINALIZE
+        _ON_FINALIZE = report
+        uid = _job_uid()
+        raise _Forked((uid, uid + 1, 1 << 20, 16), theirs.detach(), fprog, drop)  # a child's path, to _start
     theirs.close()
     ours.settimeout(30)  # the sample's set-up takes milliseconds
     null = os.open("/dev/null", os.O_RDWR)
@@ -427,7 +432,7 @@ def _learn(fprog, drop):
         os.close(fds[0])
         limits = [dict(zip(_RLIMIT_FIELDS, (r, *resource.getrlimit(r)))) for r in
                   (resource.RLIMIT_CORE, resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE, resource.RLIMIT_STACK)]
-        job = {"form": "file", "target": "main.py", "args": [], "orig_argv": ["python", "main.py"], "rlimits": limits}
+        job = {"form": "file", "target": "main.py", "args": [], "argv0": "python", "rlimits": limits}
         socket.send_fds(ours, [json.dumps(job).encode()], [null, null, report_w])
     finally:
         os.close(null)
@@ -474,7 +479,8 @@ def _run(job):
     """Runs the job as `python FILE`, `python -c CODE` or `python -m MOD`
     would, then ends the process with the interpreter's exit code."""
     form, target, args = job["form"], job["target"], job["args"]
-    sys.orig_argv = job["orig_argv"]
+    # The command as the job gave it: the message carries the target once.
+    sys.orig_argv = [job["argv0"]] + _FORM_FLAGS[form] + [target] + args
     sys.executable = _which(sys.orig_argv[0])
     # A __main__ like the one the interpreter makes before running anything.
     main = type(sys)("__main__")
@@ -686,8 +692,10 @@ def _serve(fprog, drop):
                     close(job_fd)
                     send(_FORK_FAILED % (req[0], e.errno))
                 else:
-                    if pid == 0:
-                        _child(req, job_fd, fprog, drop)
+                    if pid == 0:  # the last request stays in buf: wipe it with the rest
+                        children.clear()
+                        buf[:] = bytes(size)
+                        raise _Forked(req[1:], job_fd, fprog, drop)
                     close(job_fd)
                     pidfd = pidfd_open(pid)
                     children[pidfd] = pid
@@ -743,5 +751,15 @@ _check(_libc.prctl(PR_GET_TID_ADDRESS, ctypes.byref(_tid), 0, 0, 0), "PR_GET_TID
 _TID_ADDRESS = _tid.value
 _RSEQ_OFFSET = ctypes.c_long.in_dll(_libc, "__rseq_offset").value if hasattr(_libc, "__rseq_offset") else 0
 _RSEQ_SIZE = ctypes.c_uint.in_dll(_libc, "__rseq_size").value if hasattr(_libc, "__rseq_size") else 0
+
+
+def _start():
+    """Runs the zygote; returns in each child, with _child's arguments."""
+    try:
+        main()
+    except _Forked as forked:
+        return forked.args
+
+
 if __name__ == "__main__":
-    main()
+    _child(*_start())
