@@ -1,8 +1,13 @@
 package main
 
 import (
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // programProbe is one program a run may send, and its exact outcome. Its
@@ -334,7 +339,72 @@ print([sum(b.count(s) for b in blobs) for s in (b"x402-must-not-leak", b"0x11112
 	{name: "info/kernel-secrets", code: pr(`len(open("/proc/kallsyms").read())`, `len(open("/proc/keys").read())`, `sc(103, 3, 0, 0)`, `hidden("/proc/kcore")`),
 		want: ok("0 0 EPERM True\n")},
 	{name: "info/cgroup-path", code: pr(`sorted({l.split(":", 2)[2].strip() for l in open("/proc/self/cgroup")})`), want: ok("['/']\n")},
+	// tenants (issue 19): nothing shared with other runs or the host
+	// shows their activity or spends their budgets.
+	// inotify would watch the read-only binds, seeing every other run's
+	// opens, on host root's budget of instances: absent, as on a kernel
+	// without it.
+	{name: "tenants/inotify", code: `r = libc.inotify_init1(0)
+print(r, errno.errorcode.get(ctypes.get_errno()), sc(253), sc(254, 0, 0, 0))`, want: ok("-1 ENOSYS ENOSYS ENOSYS\n")},
+	// POSIX_FADV_DONTNEED on a host file succeeds and drops nothing
+	// from the host's page cache (hostCached checks from outside: inside,
+	// mincore says every page of a file one does not own is resident).
+	// preadv2's RWF_NOWAIT, which tells a cached page from one that is
+	// not, and so whether another run read a host file lately, is refused
+	// as a kernel without it refuses it.
+	{name: "tenants/fadvise-dontneed", code: `fd = os.open(os.__file__, os.O_RDONLY)
+while os.read(fd, 1 << 20): pass
+r = [do(lambda: os.posix_fadvise(fd, 0, 0, a)) for a in (os.POSIX_FADV_DONTNEED, os.POSIX_FADV_NOREUSE)]
+print(r, do(lambda: os.preadv(fd, [bytearray(16)], 0, os.RWF_NOWAIT)))`, want: ok("['ok', 'ok'] ENOTSUP\n"), check: hostCached},
+	// A run that walks its stack up finds nothing of a zygote's loop (its
+	// other children, its requests) on the warm path: the frames that ran
+	// the job and the zygote's module, whose globals are its config.
+	{name: "tenants/zygote-frames", code: `f, names = sys._getframe(), []
+while f:
+    names.append(f.f_code.co_name)
+    f = f.f_back
+print(names)`, want: ok("['<module>']\n"), warm: &outcome{status: "ok", stdout: "['<module>', '_run', '_child', '<module>']\n"}},
+	// /proc/locks lists every lock on the host: masked. (A lock on a
+	// shared host file itself still crosses runs: see sandbox's doc.)
+	{name: "tenants/proc-locks", code: pr(`repr(open("/proc/locks").read())`), want: ok("''\n")},
 	{name: "info/other-processes", code: pr(`[p for p in os.listdir("/proc") if p.isdigit()] == [str(os.getpid())]`), want: ok("True\n")},
+}
+
+// hostCached checks, as the host sees it, that every page of the
+// interpreter's os.py is in the page cache: the probe read it all, then
+// advised the kernel to drop it.
+func hostCached(t *testing.T, _ *reply) {
+	t.Helper()
+	out, err := exec.Command("/usr/bin/python3", "-c", "import os; print(os.__file__)").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	page := os.Getpagesize()
+	vec := make([]byte, (len(m)+page-1)/page)
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatal(errno)
+	}
+	dropped := 0
+	for _, v := range vec {
+		dropped += int(^v & 1)
+	}
+	if dropped != 0 {
+		t.Errorf("%d of the %d pages of %s left the host's page cache", dropped, len(vec), f.Name())
+	}
 }
 
 // fillDisk writes 32 MiB files into dir until the tmpfs is full and prints

@@ -137,8 +137,9 @@ var hostSymlinks = []string{"/bin", "/lib", "/lib64", "/sbin"}
 
 // sysctls bound what a sandbox's user namespace may hold of budgets the
 // kernel also charges to its creator, the host's root: inotify instances
-// and watches, per uid. Without them one run could take root's whole
-// budget (128 instances by default) from the host and every other run.
+// and watches, per uid. The seccomp policy refuses inotify outright (all
+// sandboxes together would still spend root's 128 instances); the caps
+// hold where seccomp is off.
 var sysctls = map[string]string{
 	"user/max_inotify_instances": "16",
 	"user/max_inotify_watches":   "8192",

@@ -23,7 +23,7 @@ func archAllowed() []uint32 {
 		unix.SYS_RENAME, unix.SYS_MKDIR, unix.SYS_RMDIR, unix.SYS_LINK, unix.SYS_UNLINK,
 		unix.SYS_SYMLINK, unix.SYS_READLINK, unix.SYS_CHMOD, unix.SYS_CHOWN, unix.SYS_LCHOWN,
 		unix.SYS_UTIME, unix.SYS_UTIMES, unix.SYS_FUTIMESAT, unix.SYS_MKNOD, unix.SYS_TIME,
-		unix.SYS_EPOLL_CREATE, unix.SYS_EPOLL_WAIT, unix.SYS_INOTIFY_INIT,
+		unix.SYS_EPOLL_CREATE, unix.SYS_EPOLL_WAIT,
 		unix.SYS_SIGNALFD, unix.SYS_EVENTFD, unix.SYS_GETPGRP,
 		// glibc sets the thread pointer (FS) with it.
 		unix.SYS_ARCH_PRCTL,

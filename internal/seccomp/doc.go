@@ -49,6 +49,8 @@
 //   - EPERM, for syscalls that were reviewed and refused: "you are not
 //     allowed to". It is what an unprivileged process gets from most of
 //     them anyway, and programs report it rather than retry another way.
+//   - EOPNOTSUPP, for preadv2 with RWF_NOWAIT: what a kernel or file system
+//     without the flag says; readers then read without it.
 //   - EAFNOSUPPORT, for socket families outside AF_UNIX, AF_INET and
 //     AF_INET6: what a kernel built without the family says. glibc's
 //     getaddrinfo, for instance, then assumes IPv4 and IPv6 are both
@@ -67,10 +69,10 @@
 //
 // # Arguments are compared on their low 32 bits
 //
-// The policy inspects four arguments: socket's and socketpair's domain,
-// ioctl's request, personality's persona, and clone's flags. The first
-// three are int or unsigned int in the kernel, and clone's flags are cut
-// to their low 32 bits before use. seccomp, though, hands the filter all 64
+// The policy inspects six arguments: socket's and socketpair's domain,
+// ioctl's request, personality's persona, fadvise64's advice, preadv2's
+// flags and clone's flags. The first five are int or unsigned int in the
+// kernel, and clone's flags are cut to their low 32 bits before use. seccomp, though, hands the filter all 64
 // bits of each register. A filter that compared 64 bits would be bypassed
 // by setting a high bit: ioctl(fd, 0x1_00005412) does not equal TIOCSTI,
 // yet the kernel executes it as TIOCSTI. So every argument check loads only
@@ -105,7 +107,21 @@
 //     listmount (/proc/self/mountinfo), lsm_get_self_attr,
 //     lsm_set_self_attr and lsm_list_modules (/proc/self/attr);
 //   - uprobe and uretprobe, which only trampolines the kernel itself
-//     inserts call, and rseq_slice_yield, too new to have a user.
+//     inserts call, and rseq_slice_yield, too new to have a user;
+//   - inotify_init, inotify_init1, inotify_add_watch and inotify_rm_watch:
+//     a watch on the read-only binds sees every other run's and the host's
+//     opens of those files, and every sandbox's instances and watches are
+//     charged to host root's fs.inotify budget (128 instances by default),
+//     which a few runs would spend for the whole host. ENOSYS is what a
+//     kernel without CONFIG_INOTIFY_USER says, and watchers (tail -f,
+//     watchdog) then poll.
+//
+// # Answered without acting (success)
+//
+//   - fadvise64 with POSIX_FADV_DONTNEED or POSIX_FADV_NOREUSE: from any
+//     reader they drop (or mark for reclaim) the page cache of a host file
+//     that every run and the host share. Advice is only advice: the call
+//     returns 0 and the pages stay. Every other advice is allowed.
 //
 // # What is allowed, with a note
 //

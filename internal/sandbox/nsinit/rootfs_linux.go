@@ -17,9 +17,10 @@ const (
 )
 
 // ProcMasked are /proc files hidden behind /dev/null: kernel memory, key
-// and timer details that a program has no use for. A warm child's /proc
+// and timer details that a program has no use for, and the host's file
+// locks (locks), every process's on the machine. A warm child's /proc
 // masks the same (zygote.py's _mount_proc).
-var ProcMasked = []string{"kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger", "kallsyms"}
+var ProcMasked = []string{"kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger", "kallsyms", "locks"}
 
 // ProcReadOnly are /proc directories made read-only, so no sysctl or IRQ
 // setting can be written even by a process that gained privilege.
