@@ -16,6 +16,7 @@ const (
 	ECodeNotFound            = "not_found"
 	ECodeMethodNotAllowed    = "method_not_allowed"
 	ECodeJobIDConflict       = "job_id_conflict"
+	ECodeResultNotKept       = "result_not_kept"
 	ECodePaymentRequired     = "payment_required"
 	ECodeBusy                = "busy"
 	ECodeUnavailable         = "unavailable"

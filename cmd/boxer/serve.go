@@ -51,6 +51,7 @@ type serveConfig struct {
 	PriceExec     string
 	PriceRun      string
 	RotateAfter   int
+	ResultBudget  int64
 }
 
 func serveFlags(ef *envFlags) *serveConfig {
@@ -87,6 +88,8 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.duration(&a.QueueTimeout, "queue-timeout", "BOXER_QUEUE_TIMEOUT", api.DefaultQueueTimeout, "longest wait for a slot")
 	ef.duration(&a.RetryAfter, "retry-after", "BOXER_RETRY_AFTER", api.DefaultRetryAfter, "Retry-After sent with 503 busy")
 	ef.duration(&a.JobRetention, "job-retention", "BOXER_JOB_RETENTION", api.DefaultJobRetention, "how long /v1/run-python results are kept for job_id replay")
+	ef.bytes(&a.MaxKeptResultBytes, "max-kept-result", "BOXER_MAX_KEPT_RESULT", api.DefaultMaxKeptResult, "largest job_id result kept for replay; a larger one is sent once and replays as 410 result_not_kept")
+	ef.bytes(&c.ResultBudget, "result-budget", "BOXER_RESULT_BUDGET", store.DefaultResultBudget, "bytes of job_id results kept in all; past it the oldest are deleted")
 	ef.duration(&a.PruneInterval, "prune-interval", "BOXER_PRUNE_INTERVAL", api.DefaultPruneInterval, "how often expired records are pruned")
 	ef.integer(&a.HealthRecentRuns, "health-recent-runs", "BOXER_HEALTH_RECENT_RUNS", api.DefaultHealthRecentRuns, "runs behind /v1/health's p50 duration")
 
@@ -178,7 +181,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	var err error
-	if m.store, err = store.Open(filepath.Join(c.DataDir, "boxer.db")); err != nil {
+	if m.store, err = store.Open(filepath.Join(c.DataDir, "boxer.db"), store.WithResultBudget(c.ResultBudget)); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	c.Engine.Logger = m.log

@@ -55,6 +55,14 @@ type Config struct {
 	// Default 2 s; sent in whole seconds, rounded up.
 	RetryAfter time.Duration
 
+	// MaxKeptResultBytes caps one stored /v1/run-python response: a run
+	// with a job_id whose response is larger is answered in full once,
+	// and its record then holds a result_not_kept error (410), which a
+	// replay or a GET gets instead of a second run. Default 8 MiB. (All
+	// stored responses together are bounded by the store's budget, which
+	// deletes the oldest first.)
+	MaxKeptResultBytes int64
+
 	// JobRetention is how long a finished /v1/run-python job is kept for
 	// replay and GET /v1/jobs/{job_id}. Default 24 h.
 	JobRetention time.Duration
@@ -75,6 +83,7 @@ const (
 	DefaultQueueTimeout     = 30 * time.Second
 	DefaultRetryAfter       = 2 * time.Second
 	DefaultJobRetention     = 24 * time.Hour
+	DefaultMaxKeptResult    = 8 << 20
 	DefaultPruneInterval    = 10 * time.Minute
 	DefaultHealthRecentRuns = 1000
 
@@ -117,6 +126,9 @@ func (c Config) WithDefaults() Config {
 	if c.RetryAfter == 0 {
 		c.RetryAfter = DefaultRetryAfter
 	}
+	if c.MaxKeptResultBytes == 0 {
+		c.MaxKeptResultBytes = DefaultMaxKeptResult
+	}
 	if c.JobRetention == 0 {
 		c.JobRetention = DefaultJobRetention
 	}
@@ -154,6 +166,7 @@ func (c Config) Validate() error {
 	check(c.QueueTimeout > 0, "queue timeout %s must be positive", c.QueueTimeout)
 	check(c.RetryAfter > 0, "retry-after %s must be positive", c.RetryAfter)
 	check(c.JobRetention > 0, "job retention %s must be positive", c.JobRetention)
+	check(c.MaxKeptResultBytes > 0, "max kept result bytes %d must be positive", c.MaxKeptResultBytes)
 	check(c.PruneInterval > 0, "prune interval %s must be positive", c.PruneInterval)
 	check(c.HealthRecentRuns > 0, "health recent runs %d must be positive", c.HealthRecentRuns)
 	return errors.Join(errs...)

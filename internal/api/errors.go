@@ -25,6 +25,8 @@ func httpStatus(code string) int {
 		return http.StatusMethodNotAllowed // 405
 	case boxer.ECodeJobIDConflict:
 		return http.StatusConflict // 409
+	case boxer.ECodeResultNotKept:
+		return http.StatusGone // 410
 	case boxer.ECodeCodeTooLarge, boxer.ECodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge // 413
 	case boxer.ECodeUnsupportedMedia:

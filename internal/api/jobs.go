@@ -67,12 +67,11 @@ func (s *Server) handleRunPython(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, e)
 		return
 	}
-	jobID := req.JobID
-	if jobID == "" {
-		// Every run gets an id, and a record, so that GET /v1/jobs/{job_id}
-		// works for it too.
-		jobID = "job_" + rand.Text()
+	if req.JobID == "" {
+		s.runUnkept(w, r, req)
+		return
 	}
+	jobID := req.JobID
 	hash := req.hash()
 	key := s.jobKey(r, jobID)
 
@@ -97,6 +96,23 @@ func (s *Server) handleRunPython(w http.ResponseWriter, r *http.Request) {
 		s.claimAndRun(w, r, req, jobID, key, hash, f)
 		return
 	}
+}
+
+// runUnkept runs a request without a job_id: nothing asks for its result
+// again, so none is stored. Its response still names the run with an id
+// of its own, which GET /v1/jobs does not know.
+func (s *Server) runUnkept(w http.ResponseWriter, r *http.Request, req *runRequest) {
+	res, e := s.run(r, req.job(s.cfg.RunLimits))
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	resp, err := marshal(NewRunResponse("job_"+rand.Text(), res))
+	if err != nil {
+		s.internalError(w, r, "encode response", err)
+		return
+	}
+	writeBody(w, http.StatusOK, resp)
 }
 
 // jobKey is where a job_id is kept. With payments on, each payer has job
@@ -136,7 +152,7 @@ func (s *Server) claimAndRun(w http.ResponseWriter, r *http.Request, req *runReq
 		return
 	case !claimed && rec.State == store.JobDone:
 		stateOf(r).outcome = "replay"
-		writeBody(w, http.StatusOK, rec.Response)
+		writeBody(w, rec.Status, rec.Response)
 		return
 	case !claimed:
 		s.internalError(w, r, "claim job", fmt.Errorf("job %q still running after taking over its claim", jobID))
@@ -162,10 +178,21 @@ func (s *Server) claimAndRun(w http.ResponseWriter, r *http.Request, req *runReq
 		return
 	}
 	// The run happened; store its response even if the client has gone,
-	// so that its retry gets this result instead of a second run.
+	// so that its retry gets this result instead of a second run. One too
+	// large to keep leaves an error in its place (see MaxKeptResultBytes).
+	kept, status := resp, http.StatusOK
+	if int64(len(resp)) > s.cfg.MaxKeptResultBytes {
+		e := boxer.Errorf(boxer.ECodeResultNotKept, "job %s ran; its response, %d bytes, was larger than the %d bytes kept per job, and was sent once only",
+			jobID, len(resp), s.cfg.MaxKeptResultBytes)
+		if kept, err = marshal(errorBody{Error: e}); err != nil {
+			s.internalError(w, r, "encode response", err)
+			return
+		}
+		status = httpStatus(e.Code)
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
-	if err := s.deps.Store.Finish(ctx, key, resp); err != nil {
+	if err := s.deps.Store.Finish(ctx, key, status, kept); err != nil {
 		// The caller still gets its result; a retry would run again.
 		s.log.LogAttrs(r.Context(), slog.LevelError, "store job result", slog.String("request_id", stateOf(r).id),
 			slog.String("job_id", jobID), slog.String("error", err.Error()))
@@ -207,12 +234,12 @@ func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) {
 	rec, err := s.deps.Store.Get(r.Context(), jobID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		s.writeError(w, r, boxer.Errorf(boxer.ECodeNotFound, "no job %q (never run, or older than the retention of %s)", jobID, s.cfg.JobRetention))
+		s.writeError(w, r, boxer.Errorf(boxer.ECodeNotFound, "no job %q (never run, run without a job_id, which is not kept, or older than the retention of %s)", jobID, s.cfg.JobRetention))
 	case err != nil:
 		s.internalError(w, r, "get job", err)
 	case rec.State == store.JobDone:
 		stateOf(r).outcome = "done"
-		writeBody(w, http.StatusOK, rec.Response)
+		writeBody(w, rec.Status, rec.Response)
 	default:
 		stateOf(r).outcome = "running"
 		writeJSON(w, s.log, http.StatusAccepted, runningResponse{JobID: jobID, Status: "running"})

@@ -1,7 +1,10 @@
 package api
 
 import (
+	"boxer/internal/store"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http/httptest"
 	"net/url"
@@ -226,6 +229,50 @@ func TestStaleClaimTakenOver(t *testing.T) {
 	}
 	if rec := ts.do("POST", "/v1/run-python", jobBody); rec.Code != 200 {
 		t.Fatalf("POST over a stale claim: %d %s", rec.Code, rec.Body)
+	}
+	if n := ts.runner.count(); n != 1 {
+		t.Fatalf("runner ran %d times, want 1", n)
+	}
+}
+
+// A run without a job_id is not stored: its response names it, and GET
+// does not know the name; nothing of it is in the database.
+func TestRunWithoutJobIDIsNotKept(t *testing.T) {
+	ts := newTestServer(t, Config{}, nil)
+	rec := ts.do("POST", "/v1/run-python", `{"files":{"main.py":"print(2 + 2)"}}`)
+	var body struct {
+		JobID string `json:"job_id"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); rec.Code != 200 || err != nil || !strings.HasPrefix(body.JobID, "job_") {
+		t.Fatalf("%d %s (%v), want a result with a generated job_id", rec.Code, rec.Body, err)
+	}
+	e := wantError(t, ts.do("GET", "/v1/jobs/"+body.JobID, ""), 404, boxer.ECodeNotFound)
+	if !strings.Contains(e.Message, "without a job_id") {
+		t.Errorf("message %q does not say why", e.Message)
+	}
+	if _, err := ts.store.Get(context.Background(), body.JobID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("store holds the run: %v", err)
+	}
+}
+
+// A result larger than MaxKeptResultBytes goes to its caller once; the job
+// is then done with result_not_kept, which a replay and a GET get instead
+// of a second run.
+func TestLargeResultNotKept(t *testing.T) {
+	ts := newTestServer(t, Config{MaxKeptResultBytes: 1000}, nil)
+	ts.runner.set(func(context.Context, *boxer.Job) (*boxer.Result, error) {
+		res := fourResult()
+		res.Stdout = boxer.Output{Data: bytes.Repeat([]byte("x"), 2000), Bytes: 2000}
+		return res, nil
+	})
+	if rec := ts.do("POST", "/v1/run-python", jobBody); rec.Code != 200 || !bytes.Contains(rec.Body.Bytes(), bytes.Repeat([]byte("x"), 2000)) {
+		t.Fatalf("first run: %d %.200s", rec.Code, rec.Body)
+	}
+	for _, req := range [][3]string{{"POST", "/v1/run-python", jobBody}, {"GET", "/v1/jobs/job-42", ""}} {
+		e := wantError(t, ts.do(req[0], req[1], req[2]), 410, boxer.ECodeResultNotKept)
+		if want := "job job-42 ran; its response, "; !strings.HasPrefix(e.Message, want) {
+			t.Errorf("%s %s: %q, want it to start %q", req[0], req[1], e.Message, want)
+		}
 	}
 	if n := ts.runner.count(); n != 1 {
 		t.Fatalf("runner ran %d times, want 1", n)

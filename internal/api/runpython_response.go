@@ -60,9 +60,11 @@ type runningResponse struct {
 }
 
 // NewRunResponse shapes a Result for /v1/run-python. An artifact is text when
-// its bytes are valid UTF-8 and base64 otherwise, so that it comes back
-// byte-exact either way; stdout and stderr are strings as in the seed (bytes
-// that are not UTF-8 arrive as U+FFFD).
+// its bytes are valid UTF-8 and the JSON string they make is no longer than
+// their base64, and base64 otherwise, so that it comes back byte-exact
+// either way and at most a third larger: a file of NUL bytes is valid
+// UTF-8, and as text each byte would be six ("\u0000"). stdout and stderr
+// are strings as in the seed (bytes that are not UTF-8 arrive as U+FFFD).
 func NewRunResponse(jobID string, res *boxer.Result) RunResponse {
 	out := RunResponse{
 		JobID:            jobID,
@@ -94,7 +96,7 @@ func NewRunResponse(jobID string, res *boxer.Result) RunResponse {
 			sum := sha256.Sum256(a.Content)
 			art.SHA256 = hex.EncodeToString(sum[:])
 		}
-		if utf8.Valid(a.Content) {
+		if utf8.Valid(a.Content) && jsonTextSize(a.Content) <= base64.StdEncoding.EncodedLen(len(a.Content)) {
 			art.Encoding, art.Content = "utf-8", string(a.Content)
 		} else {
 			art.Encoding, art.Content = "base64", base64.StdEncoding.EncodeToString(a.Content)
@@ -105,4 +107,26 @@ func NewRunResponse(jobID string, res *boxer.Result) RunResponse {
 		out.MissingArtifacts = append(out.MissingArtifacts, missingArtifact(m))
 	}
 	return out
+}
+
+// jsonTextSize is the length of valid UTF-8 text b inside a JSON string as
+// marshal writes it (no HTML escapes): two bytes for '"', '\\' and the
+// control characters with a short escape, six for the other control
+// characters and for U+2028 and U+2029, one for every other byte.
+func jsonTextSize(b []byte) int {
+	n := 0
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+			n += 2
+		case c < 0x20:
+			n += 6
+		case c == 0xe2 && i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xa8 || b[i+2] == 0xa9):
+			n += 6
+			i += 2
+		default:
+			n++
+		}
+	}
+	return n
 }

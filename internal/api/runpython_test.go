@@ -146,3 +146,40 @@ func TestRunPythonHTTPErrors(t *testing.T) {
 		t.Fatalf("rejected requests reached the runner %d times", n)
 	}
 }
+
+// jsonTextSize says exactly how long marshal makes a text, for every kind
+// of byte it escapes and some it does not.
+func TestJSONTextSize(t *testing.T) {
+	for _, s := range []string{"", "plain", "\x00\x01\x1f", "\b\f\n\r\t", `"\`, "<>&", "\u2028\u2029", "é\u2027\u202a", "\x7f", strings.Repeat("\x00a", 100)} {
+		b, err := marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := jsonTextSize([]byte(s)), len(b)-2; got != want {
+			t.Errorf("jsonTextSize(%q) = %d, marshal wrote %d", s, got, want)
+		}
+	}
+}
+
+// An artifact that is valid UTF-8 goes as text unless its JSON escapes
+// make it longer than its base64: a file of NUL bytes is base64, at a
+// third more than its size instead of six times it.
+func TestArtifactEncodingBySize(t *testing.T) {
+	for _, tc := range []struct {
+		content, encoding string
+	}{
+		{"hello\n", "utf-8"},                         // 7 bytes as text, 8 as base64
+		{strings.Repeat("\x00", 1<<20), "base64"},    // 6 MiB as text, 1.33 MiB as base64
+		{"a\x00", "base64"},                          // 7 bytes as text, 4 as base64
+		{"abcd\x00", "base64"},                       // 10 bytes as text, 8 as base64
+		{"\xff", "base64"},                           // not UTF-8 at all
+		{strings.Repeat("é", 9), "utf-8"},            // 18 bytes as text, 24 as base64
+		{strings.Repeat("\t\n", 9) + "ab", "base64"}, // 38 bytes as text, 28 as base64
+	} {
+		res := fourResult()
+		res.Artifacts = []boxer.Artifact{{Path: "a", Size: int64(len(tc.content)), Content: []byte(tc.content)}}
+		if got := NewRunResponse("j", res).Artifacts[0].Encoding; got != tc.encoding {
+			t.Errorf("%.20q: encoding %s, want %s", tc.content, got, tc.encoding)
+		}
+	}
+}

@@ -25,8 +25,10 @@ type JobRecord struct {
 	// request with the same job_id must carry the same hash.
 	RequestHash string
 	State       JobState
-	// Response is the stored response body, nil while running.
+	// Response is the stored response body, nil while running, and Status
+	// the HTTP status it is sent with.
 	Response   []byte
+	Status     int
 	CreatedAt  time.Time
 	FinishedAt time.Time // zero while running
 }
@@ -83,16 +85,33 @@ ON CONFLICT (job_id) DO NOTHING`, jobID, reqHash, unixMilli(now))
 	return nil, false, fmt.Errorf("store: claim job %q: still contended after %d attempts", jobID, claimAttempts)
 }
 
-// Finish stores the response of a claimed job and marks it done. It fails
-// with ErrNotRunning when jobID is not running (never claimed, released,
-// or already finished): a done record is never overwritten.
-func (s *Store) Finish(ctx context.Context, jobID string, response []byte) error {
+// Finish stores the response of a claimed job, to be sent with status, and
+// marks it done. It fails with ErrNotRunning when jobID is not running
+// (never claimed, released, or already finished): a done record is never
+// overwritten.
+//
+// Stored responses together are kept within the store's result budget
+// (WithResultBudget): when this one would pass it, the oldest done records
+// are deleted until it fits, as the retention deletes them by age. A
+// deleted job_id is unknown again: GET answers 404 and a POST runs it anew.
+func (s *Store) Finish(ctx context.Context, jobID string, status int, response []byte) (retErr error) {
 	if response == nil {
 		response = []byte{} // the schema tells done rows by a non-NULL response
 	}
-	res, err := s.db.ExecContext(ctx, `
-UPDATE jobs SET state = 'done', response = ?, finished_at = ?
-WHERE job_id = ? AND state = 'running'`, response, unixMilli(s.now()), jobID)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: finish job %q: %w", jobID, err)
+	}
+	defer func() {
+		if retErr != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	// The update comes first: it takes the write lock, so that no other
+	// writer commits between the budget's reads and its deletes.
+	res, err := tx.ExecContext(ctx, `
+UPDATE jobs SET state = 'done', response = ?, status = ?, finished_at = ?
+WHERE job_id = ? AND state = 'running'`, response, status, unixMilli(s.now()), jobID)
 	if err != nil {
 		return fmt.Errorf("store: finish job %q: %w", jobID, err)
 	}
@@ -102,6 +121,48 @@ WHERE job_id = ? AND state = 'running'`, response, unixMilli(s.now()), jobID)
 	}
 	if n == 0 {
 		return fmt.Errorf("store: finish job %q: %w", jobID, ErrNotRunning)
+	}
+	if err := s.keepBudget(ctx, tx, jobID); err != nil {
+		return fmt.Errorf("store: finish job %q: %w", jobID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: finish job %q: %w", jobID, err)
+	}
+	return nil
+}
+
+// keepBudget deletes the oldest done records but keep until the stored
+// responses fit the result budget.
+func (s *Store) keepBudget(ctx context.Context, tx *sql.Tx, keep string) error {
+	var total int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(length(response)), 0) FROM jobs WHERE state = 'done'`).Scan(&total); err != nil {
+		return err
+	}
+	if total <= s.resultBudget {
+		return nil
+	}
+	rows, err := tx.QueryContext(ctx, `
+SELECT job_id, length(response) FROM jobs WHERE state = 'done' AND job_id != ? ORDER BY finished_at, job_id`, keep)
+	if err != nil {
+		return err
+	}
+	var drop []string
+	for total > s.resultBudget && rows.Next() {
+		var id string
+		var size int64
+		if err := rows.Scan(&id, &size); err != nil {
+			rows.Close()
+			return err
+		}
+		drop, total = append(drop, id), total-size
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	for _, id := range drop {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE job_id = ?`, id); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -125,8 +186,8 @@ func (s *Store) Get(ctx context.Context, jobID string) (*JobRecord, error) {
 		finished sql.NullInt64
 	)
 	err := s.db.QueryRowContext(ctx, `
-SELECT job_id, request_hash, state, response, created_at, finished_at FROM jobs WHERE job_id = ?`, jobID).
-		Scan(&rec.JobID, &rec.RequestHash, &state, &rec.Response, &created, &finished)
+SELECT job_id, request_hash, state, response, status, created_at, finished_at FROM jobs WHERE job_id = ?`, jobID).
+		Scan(&rec.JobID, &rec.RequestHash, &state, &rec.Response, &rec.Status, &created, &finished)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: job %q: %w", jobID, ErrNotFound)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -46,10 +47,10 @@ func TestClaimFinishGet(t *testing.T) {
 
 	c.Advance(1500 * time.Millisecond)
 	response := []byte(`{"job_id":"job-1","exit_code":0}`)
-	if err := s.Finish(ctx, "job-1", response); err != nil {
+	if err := s.Finish(ctx, "job-1", 200, response); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Finish(ctx, "job-1", []byte(`{}`)); !errors.Is(err, ErrNotRunning) {
+	if err := s.Finish(ctx, "job-1", 200, []byte(`{}`)); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("second Finish = %v, want ErrNotRunning", err)
 	}
 
@@ -82,7 +83,7 @@ func TestGetUnknown(t *testing.T) {
 	if _, err := s.Get(context.Background(), "nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get(unknown) = %v, want ErrNotFound", err)
 	}
-	if err := s.Finish(context.Background(), "nope", []byte(`{}`)); !errors.Is(err, ErrNotRunning) {
+	if err := s.Finish(context.Background(), "nope", 200, []byte(`{}`)); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("Finish(unknown) = %v, want ErrNotRunning", err)
 	}
 	if err := s.Release(context.Background(), "nope"); err != nil {
@@ -158,7 +159,7 @@ func TestRecordsSurviveReopen(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"done-1", "done-2"} {
-		if err := s.Finish(ctx, id, []byte(`{"id":"`+id+`"}`)); err != nil {
+		if err := s.Finish(ctx, id, 200, []byte(`{"id":"`+id+`"}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -191,7 +192,7 @@ func TestPruneJobs(t *testing.T) {
 		if _, _, err := s.Claim(ctx, id, "h"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Finish(ctx, id, []byte(`{}`)); err != nil {
+		if err := s.Finish(ctx, id, 200, []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -217,6 +218,51 @@ func TestPruneJobs(t *testing.T) {
 		_, err := s.Get(ctx, id)
 		if got := err == nil; got != kept {
 			t.Errorf("%s kept = %v, want %v (err %v)", id, got, kept, err)
+		}
+	}
+}
+
+// The stored responses stay within the result budget: a Finish that would
+// pass it deletes the oldest done records until it fits, never a running
+// one and never its own, and keeps each record's status.
+func TestResultBudget(t *testing.T) {
+	c := newClock()
+	path := filepath.Join(t.TempDir(), "boxer.db")
+	s, err := Open(path, WithClock(c.Now), WithResultBudget(250))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	finish := func(id string, status, size int) {
+		t.Helper()
+		if _, _, err := s.Claim(ctx, id, "h"); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance(time.Second)
+		if err := s.Finish(ctx, id, status, make([]byte, size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finish("a", 200, 100)
+	finish("b", 410, 100)
+	if _, _, err := s.Claim(ctx, "running", "h"); err != nil {
+		t.Fatal(err)
+	}
+	finish("c", 200, 100)   // 300 > 250: a, the oldest, goes
+	finish("big", 200, 400) // alone past the budget: every other done record goes, it stays
+	want := map[string]int{"a": 0, "b": 0, "c": 0, "running": -1, "big": 200}
+	finish("d", 410, 10) // and now big goes
+	want["big"], want["d"] = 0, 410
+	for id, status := range want {
+		rec, err := s.Get(ctx, id)
+		switch {
+		case status == 0 && !errors.Is(err, ErrNotFound):
+			t.Errorf("%s: %+v, %v; want it deleted", id, rec, err)
+		case status == -1 && (err != nil || rec.State != JobRunning):
+			t.Errorf("%s: %+v, %v; want it running", id, rec, err)
+		case status > 0 && (err != nil || rec.Status != status):
+			t.Errorf("%s: %+v, %v; want status %d", id, rec, err, status)
 		}
 	}
 }

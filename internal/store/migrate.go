@@ -53,6 +53,9 @@ CREATE TABLE nonces (
 ) WITHOUT ROWID;
 CREATE INDEX nonces_used_at ON nonces (used_at);
 `,
+	// 2: the HTTP status a job's stored response is sent with (410 for a
+	// result too large to keep; see Finish).
+	`ALTER TABLE jobs ADD COLUMN status INTEGER NOT NULL DEFAULT 200;`,
 }
 
 // migrate brings db to the newest schema version this build knows.

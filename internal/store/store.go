@@ -40,6 +40,8 @@ type Store struct {
 	db   *sql.DB
 	lock *os.File // held from Open to Close; see lockFile
 	now  func() time.Time
+	// resultBudget bounds the done records' responses together (Finish).
+	resultBudget int64
 }
 
 // Option changes how Open builds a Store.
@@ -49,6 +51,16 @@ type Option func(*Store)
 // use it to get exact, repeatable timestamps.
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
+}
+
+// DefaultResultBudget bounds the bytes of every job's stored response
+// together, unless WithResultBudget says otherwise.
+const DefaultResultBudget = 1 << 30
+
+// WithResultBudget bounds the stored responses together to bytes (see
+// Finish).
+func WithResultBudget(bytes int64) Option {
+	return func(s *Store) { s.resultBudget = bytes }
 }
 
 // Open opens (creating if needed) the database file at path, applies the
@@ -63,7 +75,7 @@ func Open(path string, opts ...Option) (_ *Store, retErr error) {
 	if strings.ContainsRune(path, '?') {
 		return nil, fmt.Errorf("store: database path %q contains '?'", path)
 	}
-	s := &Store{now: time.Now}
+	s := &Store{now: time.Now, resultBudget: DefaultResultBudget}
 	for _, o := range opts {
 		o(s)
 	}
