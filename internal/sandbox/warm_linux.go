@@ -48,6 +48,9 @@ type Warm struct {
 	initPid int
 	job     *os.File
 	jobPid  int
+	// exited receives pid 1's wait status once the zygote has reaped it
+	// (and closes if the zygote dies).
+	exited <-chan uint32
 
 	destroyed sync.Once
 	disk      int64
@@ -122,9 +125,9 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	w.err, w.child = errR, append(w.child, errW)
 
 	req := warm.ForkRequest{UID: int64(UID + slot), InitUID: int64(UID + cap(z.slots) + slot), DiskBytes: w.disk, Inodes: e.cfg.TmpInodes}
-	// The zygote reports pid 1's exit, which no run waits for: the job's
-	// status is its process's (see Run).
-	if _, err = z.fork(req, childSock); err != nil {
+	// The zygote reports pid 1's exit once it has reaped it: the job's
+	// status is its process's (see Run), and Destroy waits for the reap.
+	if w.exited, err = z.fork(req, childSock); err != nil {
 		return nil, err
 	}
 	hello, err := w.recv(ctx)
@@ -469,11 +472,21 @@ func (w *Warm) destroy() {
 	closeAll(append([]*os.File{w.stdin, w.out, w.err}, w.child...))
 	// A live child (never used, or a job cut short) dies by its pid 1's
 	// pidfd at once: the kernel kills the rest of its PID namespace, and
-	// the death of pid 1 is the address space's teardown. Waiting for it
-	// here leaves the cgroup's freezer, slow on v1, only for whatever
-	// else the job left.
-	if w.pidfd >= 0 && unix.PidfdSendSignal(w.pidfd, unix.SIGKILL, nil, 0) == nil {
-		awaitGone([]unix.PollFd{{Fd: int32(w.pidfd), Events: unix.POLLIN}}, time.Second)
+	// the death of pid 1 is the address space's teardown (after a job,
+	// killRest has sent the kill already). Waiting for the zygote to reap
+	// it leaves the cgroup's freezer, slow on v1, only for whatever else
+	// the job left, and its emptiness to one read: a zombie still counts in
+	// pids.current, though no cgroup.procs lists it.
+	if w.pidfd >= 0 {
+		_ = unix.PidfdSendSignal(w.pidfd, unix.SIGKILL, nil, 0)
+		if w.exited != nil {
+			t := time.NewTimer(time.Second)
+			select {
+			case <-w.exited:
+			case <-t.C:
+			}
+			t.Stop()
+		}
 	}
 	leaked := false
 	if w.cg != nil {
@@ -498,20 +511,4 @@ func (w *Warm) destroy() {
 		w.z.slots <- w.slot
 	}
 	w.z.live.Done()
-}
-
-// awaitGone waits until every pidfd in fds is readable (its process has
-// exited), or timeout has passed.
-func awaitGone(fds []unix.PollFd, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for len(fds) > 0 {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return
-		}
-		if _, err := unix.Poll(fds, int(left.Milliseconds())+1); err != nil && err != unix.EINTR {
-			return
-		}
-		fds = slices.DeleteFunc(fds, func(p unix.PollFd) bool { return p.Revents != 0 })
-	}
 }
