@@ -30,6 +30,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -54,6 +55,7 @@ var (
 	concurrency = flag.Int("c", 16, "concurrency of the throughput run")
 	imports     = flag.Int("imports", 20, "runs of the numpy+pandas script, each side")
 	pace        = flag.Duration("pace", 100*time.Millisecond, "interval between the paced latency requests")
+	profile     = flag.String("profile", "", "write the server's CPU profile of the throughput run to this file (go tool pprof reads it)")
 )
 
 const (
@@ -89,7 +91,11 @@ func run() error {
 	idleRSS := settledRSS(idle)
 	idle.stop()
 
-	srv, err := startServer(bin, tmp, "main")
+	var debug []string
+	if *profile != "" {
+		debug = []string{"--debug-addr", "127.0.0.1:" + strconv.Itoa(freePort())}
+	}
+	srv, err := startServer(bin, tmp, "main", debug...)
 	if err != nil {
 		return err
 	}
@@ -158,9 +164,18 @@ func run() error {
 	cpu0 := machineCPU()
 	before := bareThroughput(bareHalf)
 	cpu1, srv1 := machineCPU(), processCPU(srv.cmd.Process.Pid)
+	profiled := make(chan error, 1)
+	if *profile != "" {
+		go func() { profiled <- fetchProfile(debug[1], *duration-time.Second, *profile) }()
+	} else {
+		profiled <- nil
+	}
 	rate, errs, count, err := srv.throughput(*concurrency, *duration)
 	if err != nil {
 		return err
+	}
+	if err := <-profiled; err != nil {
+		return fmt.Errorf("profile: %w", err)
 	}
 	cpu2, srv2 := machineCPU(), processCPU(srv.cmd.Process.Pid)
 	after := bareThroughput(bareHalf)
@@ -229,6 +244,34 @@ type server struct {
 	url    string
 	client *http.Client
 	state  string // its state dir, removed when it stops
+}
+
+// freePort is a loopback port free a moment ago.
+func freePort() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// fetchProfile writes the CPU profile the server at addr (its --debug-addr)
+// takes over d to path.
+func fetchProfile(addr string, d time.Duration, path string) error {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s", resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // startServer starts boxer serve on a free port and waits for its address.

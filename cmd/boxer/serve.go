@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -52,6 +53,7 @@ type serveConfig struct {
 	PriceRun      string
 	RotateAfter   int
 	ResultBudget  int64
+	DebugAddr     string
 }
 
 func serveFlags(ef *envFlags) *serveConfig {
@@ -60,6 +62,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.str(&c.DataDir, "data-dir", "BOXER_DATA_DIR", "boxer-data", "directory for the database (job records, health figures, used payments)")
 	ef.str(&c.LogLevel, "log-level", "BOXER_LOG_LEVEL", "info", "debug, info, warn or error")
 	ef.boolean(&c.Metrics, "metrics", "BOXER_METRICS", false, "serve Prometheus metrics at /metrics")
+	ef.str(&c.DebugAddr, "debug-addr", "BOXER_DEBUG_ADDR", "", "serve Go's profiles (/debug/pprof/) on this address, apart from the API; keep it on loopback")
 	ef.integer(&c.MaxConns, "max-conns", "BOXER_MAX_CONNS", 1024, "most client connections open at once; more wait to be accepted")
 	ef.duration(&c.ShutdownGrace, "shutdown-grace", "BOXER_SHUTDOWN_GRACE", 35*time.Second, "on SIGTERM, how long runs in flight may finish before they are killed")
 	c.Engine = engineFlags(ef)
@@ -151,6 +154,7 @@ type Main struct {
 	http     *http.Server
 	listener net.Listener
 	served   chan error
+	debug    *http.Server
 }
 
 // Run checks the configuration, opens the store, starts the engine and
@@ -235,6 +239,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.DebugAddr != "" {
+		if err := m.serveDebug(c.DebugAddr); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	m.listener = newConnLimit(ln, c.MaxConns)
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.http.Serve(m.listener) }()
@@ -286,6 +296,26 @@ func (m *Main) selfTest(ctx context.Context) error {
 	return nil
 }
 
+// serveDebug serves the Go runtime's profiles on addr, on a listener and
+// mux of their own: nothing of the API is there, and nothing of them on the
+// API's address.
+func (m *Main) serveDebug(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--debug-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	m.debug = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = m.debug.Serve(ln) }()
+	m.log.Info("debug", "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return nil
+}
+
 // Close stops accepting, lets runs in flight finish within the grace
 // period, kills the rest and releases everything. It is safe on a Main
 // whose Run failed part way.
@@ -305,6 +335,9 @@ func (m *Main) Close() error {
 			}
 			errs = append(errs, err)
 		}
+	}
+	if m.debug != nil {
+		m.debug.Close()
 	}
 	if m.pool != nil {
 		m.pool.Close()
