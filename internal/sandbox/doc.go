@@ -43,6 +43,38 @@
 // limits above them stop New with the fix, and a job asking for more is
 // an invalid_request (see hostRlimits.allow for why it is not cut).
 //
+// # What runs still share, and why
+//
+// Every run sees the host's interpreter and libraries through read-only
+// binds: the same files, the same inodes, the same page cache. What they
+// leave in common, by design:
+//
+//   - File locks. flock(LOCK_EX) works on a file opened read-only, so a
+//     run can lock a bound host file and another run, or a host process
+//     that locks the same file, sees it held. seccomp cannot tell a host
+//     file from one in /work, and programs lock their own files; so locks
+//     stay, and /proc/locks, which listed every lock on the host, is
+//     masked. Runs on one host share CPUs and caches anyway, which carry a
+//     timing channel between two runs that collude; and nothing boxer
+//     binds is a file the host's own programs lock.
+//   - The page cache. Whether a host file's pages are cached is shared:
+//     mincore answers "resident" for every page of a file the run does not
+//     own, preadv2's RWF_NOWAIT is refused and POSIX_FADV_DONTNEED does
+//     nothing (seccomp's doc), so a run can neither ask nor evict; only the
+//     time of a first read is left.
+//   - Machine-wide figures in /proc and sysinfo(2): load averages, CPU and
+//     memory totals, uptime, as in any container. Counters of processes
+//     are a run's own: each run has its PID namespace, so ns_last_pid,
+//     /proc/loadavg's last pid and getpriority(PRIO_USER) count only it.
+//   - Kernel budgets counted per user up to host root, whose user
+//     namespace made every sandbox's, against the limits boxer started
+//     with. inotify and POSIX message queues, whose budgets a dozen runs
+//     spent for all, are refused (seccomp's doc). Pending signals stay:
+//     1024 per run (wantedRlimits), so a host's usual RLIMIT_SIGPENDING
+//     (about 96,000 on a 24 GiB machine) holds some 90 runs at once at
+//     their cap. Processes are bounded by each run's pids limit, and host
+//     root is exempt from RLIMIT_NPROC.
+//
 // # Outcomes and errors
 //
 // Run returns a Result for everything the program did, including timeouts,

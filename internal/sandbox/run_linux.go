@@ -238,7 +238,7 @@ func wantedRlimits(l boxer.Limits) []nsinit.Rlimit {
 		same(unix.RLIMIT_FSIZE, uint64(l.FileSizeBytes)),
 		same(unix.RLIMIT_STACK, 8<<20),
 		same(unix.RLIMIT_MEMLOCK, 64<<10),
-		same(unix.RLIMIT_MSGQUEUE, 64<<10),
+		same(unix.RLIMIT_MSGQUEUE, 0), // POSIX queues are refused (seccomp's doc)
 		// Pending signals are counted per user all the way up to the
 		// host's root (whose user namespace made the sandbox's): without a
 		// cap a run could queue root's whole budget.

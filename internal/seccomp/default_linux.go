@@ -208,8 +208,6 @@ func allowed() []uint32 {
 		unix.SYS_SHMGET, unix.SYS_SHMAT, unix.SYS_SHMDT, unix.SYS_SHMCTL,
 		unix.SYS_SEMGET, unix.SYS_SEMOP, unix.SYS_SEMTIMEDOP, unix.SYS_SEMCTL,
 		unix.SYS_MSGGET, unix.SYS_MSGSND, unix.SYS_MSGRCV, unix.SYS_MSGCTL,
-		unix.SYS_MQ_OPEN, unix.SYS_MQ_UNLINK, unix.SYS_MQ_TIMEDSEND, unix.SYS_MQ_TIMEDRECEIVE,
-		unix.SYS_MQ_NOTIFY, unix.SYS_MQ_GETSETATTR,
 
 		// Legacy asynchronous I/O (io_setup and friends) is left out: its
 		// contexts come from one host-wide pool (fs.aio-max-nr) that a

@@ -114,7 +114,15 @@
 //     charged to host root's fs.inotify budget (128 instances by default),
 //     which a few runs would spend for the whole host. ENOSYS is what a
 //     kernel without CONFIG_INOTIFY_USER says, and watchers (tail -f,
-//     watchdog) then poll.
+//     watchdog) then poll;
+//   - the POSIX message queue calls (mq_open and the rest): a queue's bytes
+//     are counted per user up to host root, against the RLIMIT_MSGQUEUE
+//     boxer started with (800 KiB by default) for every sandbox together,
+//     so a dozen runs filling their own 64 KiB left the next run none, and
+//     host root's own queues shrank every run's. Python has no binding in
+//     its standard library; ENOSYS is a kernel without
+//     CONFIG_POSIX_MQUEUE. SysV message queues stay: their limits are the
+//     run's own IPC namespace's.
 //
 // # Answered without acting (success)
 //
@@ -127,8 +135,10 @@
 //
 // Files, descriptors, memory, threads (clone without namespace flags),
 // futexes, events, signals, timers and clocks, sockets of the three
-// families, SysV and POSIX IPC (the sandbox has its own IPC namespace),
-// legacy AIO, prctl, getrandom, memfd_create, rseq, pidfd_open. Also
+// families, SysV IPC and POSIX shared memory and semaphores (the sandbox
+// has its own IPC namespace and /dev/shm), prctl, getrandom,
+// memfd_create, rseq, pidfd_open. (Legacy AIO is left out: its contexts
+// come from one host-wide pool, fs.aio-max-nr.) Also
 // seccomp and the landlock calls: they only take rights away from the
 // caller. ioctl is allowed except TIOCSTI and TIOCLINUX, which can type
 // into a terminal; personality only for a query or PER_LINUX.
