@@ -167,3 +167,57 @@ print([f.f_code.co_name for f in frames], frames[2].f_locals["req"][0] == os.get
 		}
 	}
 }
+
+// No counter a warm run can read moves with another tenant's work: while
+// it waits, a warm neighbour and a cold run fork 50 processes each, and
+// its ns_last_pid, /proc/loadavg's last pid and getpriority(PRIO_USER) of
+// every other slot's uid read as before (a warm pool once shared one PID
+// namespace, and all three counted everyone's processes).
+func TestWarmCountersAreOwn(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	ctx := context.Background()
+	w, err := z.Prepare(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Destroy()
+	probe := pyJob(`import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+def counters():
+    prio = []
+    for uid in range(1000, 1008):
+        ctypes.set_errno(0)
+        prio.append((libc.getpriority(2, uid), ctypes.get_errno()))
+    return open("/proc/sys/kernel/ns_last_pid").read().split(), open("/proc/loadavg").read().split()[4], prio
+before = counters()
+open("read", "w").close()
+while not os.path.exists("go"):
+    time.sleep(0.01)  # the test creates it once its neighbours are done
+print(counters() == before, before[:2], sorted({e for _, e in before[2]}))
+`, boxer.Limits{WallTime: time.Minute})
+	done := make(chan *boxer.Result, 1)
+	go func() {
+		res, err := w.Run(ctx, probe)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	waitForFile(t, w.work, "read")
+	forks := pyJob("import os\nfor _ in range(50):\n    pid = os.fork()\n    if pid == 0: os._exit(0)\n    os.waitpid(pid, 0)\nprint('forked')", boxer.Limits{})
+	for _, res := range []*boxer.Result{runWarm(t, z, forks), runJob(t, e, forks)} {
+		if string(res.Stdout.Data) != "forked\n" {
+			t.Fatalf("neighbour: %s %q %q", res.Status, res.Stdout.Data, res.Stderr.Data)
+		}
+	}
+	if err := writeFiles(w.work, w.z.userBase+uint32(w.slot), []boxer.File{{Path: "go"}}); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	// Its own pid 1 and pid 2 only; every uid but its own has no process
+	// it can see (ESRCH), and its own answers priority 0.
+	if want := "True (['2'], '2') [0, 3]\n"; res != nil && string(res.Stdout.Data) != want {
+		t.Fatalf("%q, want %q", res.Stdout.Data, want)
+	}
+}
