@@ -92,6 +92,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.duration(&a.RetryAfter, "retry-after", "BOXER_RETRY_AFTER", api.DefaultRetryAfter, "Retry-After sent with 503 busy")
 	ef.duration(&a.JobRetention, "job-retention", "BOXER_JOB_RETENTION", api.DefaultJobRetention, "how long /v1/run-python results are kept for job_id replay")
 	ef.bytes(&a.MaxKeptResultBytes, "max-kept-result", "BOXER_MAX_KEPT_RESULT", api.DefaultMaxKeptResult, "largest job_id result kept for replay; a larger one is sent once and replays as 410 result_not_kept")
+	ef.bytes(&a.AnswerBudgetBytes, "answer-budget", "BOXER_ANSWER_BUDGET", api.DefaultAnswerBudget, "memory the answers in flight may hold (results being encoded and sent); past it, finished runs wait")
 	ef.bytes(&c.ResultBudget, "result-budget", "BOXER_RESULT_BUDGET", store.DefaultResultBudget, "bytes of job_id results kept in all; past it the oldest are deleted")
 	ef.duration(&a.PruneInterval, "prune-interval", "BOXER_PRUNE_INTERVAL", api.DefaultPruneInterval, "how often expired records are pruned")
 	ef.integer(&a.HealthRecentRuns, "health-recent-runs", "BOXER_HEALTH_RECENT_RUNS", api.DefaultHealthRecentRuns, "runs behind /v1/health's p50 duration")

@@ -55,6 +55,12 @@ type Config struct {
 	// Default 2 s; sent in whole seconds, rounded up.
 	RetryAfter time.Duration
 
+	// AnswerBudgetBytes bounds the memory the answers in flight hold, from
+	// a result's return to its response's last byte (see answers): past
+	// it, finished runs wait for earlier answers to go out, their slots
+	// held. Default 512 MiB.
+	AnswerBudgetBytes int64
+
 	// MaxKeptResultBytes caps one stored /v1/run-python response: a run
 	// with a job_id whose response is larger is answered in full once,
 	// and its record then holds a result_not_kept error (410), which a
@@ -84,6 +90,7 @@ const (
 	DefaultRetryAfter       = 2 * time.Second
 	DefaultJobRetention     = 24 * time.Hour
 	DefaultMaxKeptResult    = 8 << 20
+	DefaultAnswerBudget     = 512 << 20
 	DefaultPruneInterval    = 10 * time.Minute
 	DefaultHealthRecentRuns = 1000
 
@@ -126,6 +133,9 @@ func (c Config) WithDefaults() Config {
 	if c.RetryAfter == 0 {
 		c.RetryAfter = DefaultRetryAfter
 	}
+	if c.AnswerBudgetBytes == 0 {
+		c.AnswerBudgetBytes = DefaultAnswerBudget
+	}
 	if c.MaxKeptResultBytes == 0 {
 		c.MaxKeptResultBytes = DefaultMaxKeptResult
 	}
@@ -166,6 +176,7 @@ func (c Config) Validate() error {
 	check(c.QueueTimeout > 0, "queue timeout %s must be positive", c.QueueTimeout)
 	check(c.RetryAfter > 0, "retry-after %s must be positive", c.RetryAfter)
 	check(c.JobRetention > 0, "job retention %s must be positive", c.JobRetention)
+	check(c.AnswerBudgetBytes >= answerFree, "answer budget %d must be at least %d bytes", c.AnswerBudgetBytes, answerFree)
 	check(c.MaxKeptResultBytes > 0, "max kept result bytes %d must be positive", c.MaxKeptResultBytes)
 	check(c.PruneInterval > 0, "prune interval %s must be positive", c.PruneInterval)
 	check(c.HealthRecentRuns > 0, "health recent runs %d must be positive", c.HealthRecentRuns)

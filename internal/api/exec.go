@@ -154,10 +154,11 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, e)
 		return
 	}
-	res, e := s.run(r, execJob(req, s.cfg.ExecLimits))
+	res, answered, e := s.run(r, execJob(req, s.cfg.ExecLimits))
 	if e != nil {
 		s.writeError(w, r, e)
 		return
 	}
+	defer answered()
 	writeJSON(w, s.log, http.StatusOK, newExecResponse(res))
 }

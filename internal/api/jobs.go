@@ -102,11 +102,12 @@ func (s *Server) handleRunPython(w http.ResponseWriter, r *http.Request) {
 // again, so none is stored. Its response still names the run with an id
 // of its own, which GET /v1/jobs does not know.
 func (s *Server) runUnkept(w http.ResponseWriter, r *http.Request, req *runRequest) {
-	res, e := s.run(r, req.job(s.cfg.RunLimits))
+	res, answered, e := s.run(r, req.job(s.cfg.RunLimits))
 	if e != nil {
 		s.writeError(w, r, e)
 		return
 	}
+	defer answered()
 	resp, err := marshal(NewRunResponse("job_"+rand.Text(), res))
 	if err != nil {
 		s.internalError(w, r, "encode response", err)
@@ -167,11 +168,12 @@ func (s *Server) claimAndRun(w http.ResponseWriter, r *http.Request, req *runReq
 			s.releaseJob(r, key)
 		}
 	}()
-	res, e := s.run(r, req.job(s.cfg.RunLimits))
+	res, answered, e := s.run(r, req.job(s.cfg.RunLimits))
 	if e != nil {
 		s.writeError(w, r, e)
 		return
 	}
+	defer answered()
 	resp, err := marshal(NewRunResponse(jobID, res))
 	if err != nil {
 		s.internalError(w, r, "encode response", err)

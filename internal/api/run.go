@@ -11,11 +11,13 @@ import (
 )
 
 // run takes a run slot, runs job and returns its result, or the error to send
-// the caller. It is the only place the Runner is called.
+// the caller. It is the only place the Runner is called. The caller must
+// call answered once the result's response is written: it gives back the
+// answer's share of memory (see answers).
 //
 // The run's context is the request's, so a client that disconnects cancels
 // its queued or running job; Shutdown's deadline cancels it too.
-func (s *Server) run(r *http.Request, job *boxer.Job) (*boxer.Result, *boxer.Error) {
+func (s *Server) run(r *http.Request, job *boxer.Job) (_ *boxer.Result, answered func(), _ *boxer.Error) {
 	st := stateOf(r)
 	ctx := r.Context()
 	queueStart := s.now()
@@ -23,11 +25,11 @@ func (s *Server) run(r *http.Request, job *boxer.Job) (*boxer.Result, *boxer.Err
 	switch {
 	case errors.Is(err, errBusy):
 		running, queued := s.lim.counts()
-		return nil, boxer.Errorf(boxer.ECodeBusy, "all %d run slots are taken and %d runs are waiting; retry later", running, queued)
+		return nil, nil, boxer.Errorf(boxer.ECodeBusy, "all %d run slots are taken and %d runs are waiting; retry later", running, queued)
 	case errors.Is(err, errDraining):
-		return nil, boxer.Errorf(boxer.ECodeUnavailable, "the server is shutting down; retry later")
+		return nil, nil, boxer.Errorf(boxer.ECodeUnavailable, "the server is shutting down; retry later")
 	case err != nil:
-		return nil, boxer.Errorf(codeCanceled, "client went away while waiting for a run slot")
+		return nil, nil, boxer.Errorf(codeCanceled, "client went away while waiting for a run slot")
 	}
 	defer release()
 	queued := s.now().Sub(queueStart)
@@ -41,24 +43,30 @@ func (s *Server) run(r *http.Request, job *boxer.Job) (*boxer.Result, *boxer.Err
 	res, err := s.deps.Runner.Run(ctx, job)
 	if err != nil {
 		if r.Context().Err() != nil {
-			return nil, boxer.Errorf(codeCanceled, "client went away during the run")
+			return nil, nil, boxer.Errorf(codeCanceled, "client went away during the run")
 		}
 		if s.killRuns.Err() != nil {
-			return nil, boxer.Errorf(boxer.ECodeUnavailable, "the server shut down before the run finished; retry")
+			return nil, nil, boxer.Errorf(boxer.ECodeUnavailable, "the server shut down before the run finished; retry")
 		}
-		return nil, s.runnerError(r, err)
+		return nil, nil, s.runnerError(r, err)
 	}
 	if res == nil {
-		return nil, s.runnerError(r, errors.New("runner returned neither a result nor an error"))
+		return nil, nil, s.runnerError(r, errors.New("runner returned neither a result nor an error"))
 	}
 	if res.Status == boxer.StatusInternalError {
-		return nil, s.runnerError(r, fmt.Errorf("engine lost track of the run (exit code %d, signal %q)", res.ExitCode, res.Signal))
+		return nil, nil, s.runnerError(r, fmt.Errorf("engine lost track of the run (exit code %d, signal %q)", res.ExitCode, res.Signal))
+	}
+	// The answer's share of memory is taken with the run slot still held
+	// (see answers).
+	answered, err = s.answers.take(r.Context(), res)
+	if err != nil {
+		return nil, nil, boxer.Errorf(codeCanceled, "client went away while its answer waited for memory")
 	}
 	res.Timing.Queue += queued
 	st.ran = true
 	st.outcome = string(res.Status)
 	s.metrics.ObserveRun(st.route, res.Status, res.Wall)
-	return res, nil
+	return res, answered, nil
 }
 
 // runnerError logs why boxer failed to run a job and returns what the caller

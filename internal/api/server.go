@@ -60,6 +60,7 @@ type Server struct {
 	started  time.Time
 	mux      *http.ServeMux
 	lim      *limiter
+	answers  *answers
 	inflight inflight
 
 	// killRuns is cancelled when Shutdown's grace period ends: every run
@@ -109,6 +110,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.started = s.now()
 	s.killRuns, s.cancelRuns = context.WithCancel(context.Background())
 	s.lim = newLimiter(cfg.Slots, cfg.Queue, cfg.QueueTimeout, s.metrics.SetRuns)
+	s.answers = newAnswers(cfg.AnswerBudgetBytes)
 	s.routes()
 	go s.janitor()
 	return s, nil
