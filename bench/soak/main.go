@@ -95,6 +95,27 @@ var kinds = []kind{
 		ok := c == 200 && len(arts) == 1 && arts[0].(map[string]any)["content"] == "ABC"
 		return want(ok, "artifact: %d %v", c, m)
 	}},
+	// The storage-heavy kinds (issue 19): a file of NUL bytes comes back
+	// as base64, a third more than its size; the largest answer the API
+	// gives (four 16 MiB artifacts and a 1 MiB print) is sent whole, and
+	// with its job_id kept only as result_not_kept; a small job_id result
+	// is kept. {{N}} is a number no other request of the soak has.
+	{"nul artifact", "/v1/run-python", `{"files": {"main.py": "open('z', 'wb').write(bytes(1 << 20))"}, "artifact_paths": ["z"]}`, func(c int, m map[string]any) error {
+		arts, _ := m["artifacts"].([]any)
+		ok := c == 200 && len(arts) == 1 && arts[0].(map[string]any)["encoding"] == "base64" && len(fmt.Sprint(arts[0].(map[string]any)["content"])) == 1398104
+		return want(ok, "nul artifact: %d %.300v", c, m)
+	}},
+	{"largest answer", "/v1/run-python", `{"job_id": "soak-{{N}}", "files": {"main.py": "import os\nfor i in range(4): open('a%d' % i, 'wb').write(os.urandom(16 << 20))\nprint('x' * (1 << 20))"}, "artifact_paths": ["a0", "a1", "a2", "a3"], "memory_mb": 1024}`, func(c int, m map[string]any) error {
+		arts, _ := m["artifacts"].([]any)
+		ok := c == 200 && len(arts) == 4 && m["stdout_truncated"] == true
+		for _, a := range arts {
+			ok = ok && a.(map[string]any)["size"] == float64(16<<20)
+		}
+		return want(ok, "largest answer: %d, %d artifacts, %.300v", c, len(arts), m["missing_artifacts"])
+	}},
+	{"kept result", "/v1/run-python", `{"job_id": "soak-{{N}}", "files": {"main.py": "print(1)"}}`, func(c int, m map[string]any) error {
+		return want(c == 200 && m["stdout"] == "1\n", "kept result: %d %v", c, m)
+	}},
 	{"bad json", "/v1/exec", `{"code": `, func(c int, m map[string]any) error {
 		return want(c == 400 && m["success"] == false, "bad json: %d %v", c, m)
 	}},
@@ -173,6 +194,7 @@ func run() error {
 	client.CloseIdleConnections()
 	after := settle(in, func(now, _ footprint) bool { return now.leaksVs(before) == nil })
 	fmt.Printf("soak: after %s\n", after)
+	fmt.Printf("soak: server peak RSS %.1f MiB (VmHWM, the whole run); database %.1f MiB\n", mib(peakRSS(pid)), mib(dirSize(filepath.Join(tmp, "data"))))
 	fmt.Printf("soak: server log: %s\n", log)
 	return errors.Join(want(failed == 0, "%d responses had the wrong outcome", failed), after.leaksVs(before),
 		want(log.errors() == 0, "the server logged %d errors", log.errors()))
@@ -311,6 +333,30 @@ func snapshot(in observe.Instance) footprint {
 	return s
 }
 
+// peakRSS is the most resident memory process pid has had (VmHWM).
+func peakRSS(pid int) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n << 10
+		}
+	}
+	return 0
+}
+
+// dirSize is the bytes of the files in dir: the database and its journal.
+func dirSize(dir string) int64 {
+	var n int64
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+	}
+	return n
+}
+
 func start(cmd *exec.Cmd, log io.Writer) (string, error) {
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -326,8 +372,12 @@ func start(cmd *exec.Cmd, log io.Writer) (string, error) {
 	return url, err
 }
 
+// requests numbers the soak's requests, for {{N}} in a body.
+var requests atomic.Int64
+
 func post(c *http.Client, url string, k kind) (int, map[string]any, error) {
-	resp, err := c.Post(url+k.path, "application/json", bytes.NewReader([]byte(k.body)))
+	body := strings.ReplaceAll(k.body, "{{N}}", strconv.FormatInt(requests.Add(1), 10))
+	resp, err := c.Post(url+k.path, "application/json", strings.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}

@@ -228,6 +228,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.api, err = api.New(c.API, deps); err != nil {
 		return err
 	}
+	// The answers in flight are most of what the heap can hold (see
+	// --answer-budget): a soft limit a little above them has the collector
+	// run before garbage doubles them. GOMEMLIMIT, when set, wins.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(c.API.AnswerBudgetBytes + 256<<20)
+	}
 	var handler http.Handler = m.api
 	if c.Metrics {
 		mux := http.NewServeMux()
