@@ -116,3 +116,11 @@ func runJob(t *testing.T, e *Engine, job *boxer.Job) *boxer.Result {
 	}
 	return res
 }
+
+// wantStdout fails the test unless res is ok with exactly stdout want.
+func wantStdout(t *testing.T, res *boxer.Result, want string) {
+	t.Helper()
+	if res.Status != boxer.StatusOK || string(res.Stdout.Data) != want {
+		t.Fatalf("%s %q %q, want ok %q", res.Status, res.Stdout.Data, res.Stderr.Data, want)
+	}
+}
