@@ -69,6 +69,10 @@ var artifactProbes = []artifactProbe{
 			}
 			return m
 		}()},
+	// NUL bytes are valid UTF-8, and six bytes each as JSON text: a file
+	// of them comes back as base64, a third more than its size.
+	{name: "art/nul-file", code: `open("z", "wb").write(bytes(64 << 10))`, paths: []string{"z"},
+		arts: map[string]string{"z": "base64:" + base64.StdEncoding.EncodeToString(make([]byte, 64<<10))}},
 	{name: "art/binary", code: `open("bin", "wb").write(bytes(range(256)))`, paths: []string{"bin", "missing"},
 		arts:    map[string]string{"bin": "base64:" + base64.StdEncoding.EncodeToString(allBytes())},
 		missing: map[string]string{"missing": "not found"}},

@@ -19,6 +19,7 @@ func runConcurrentProbes(t *testing.T, a *attacker, host *hostWatch) {
 	probe(t, a, host, "net/abstract-unix-host", false, func(t *testing.T, path string) { abstractFromHost(t, a, path) })
 	probe(t, a, host, "net/abstract-unix-between-runs", false, func(t *testing.T, path string) { abstractBetweenRuns(t, a, host.in, path) })
 	probe(t, a, host, "api/slow-loris-body", false, func(t *testing.T, path string) { slowBody(t, a, path) })
+	probe(t, a, host, "tenants/process-counters", false, func(t *testing.T, path string) { processCounters(t, a, host.in, path) })
 }
 
 // The test process listens on an abstract unix socket (no file: the name
@@ -83,6 +84,60 @@ print(do(lambda: s.connect("\0`+name+`")))`)
 		t.Fatal(l.err)
 	}
 	expect(t, l.r, ok("nobody came\n"))
+}
+
+// One run reads the counters of processes a run can see (ns_last_pid,
+// /proc/loadavg's last pid, getpriority(PRIO_USER) of the uids a run may
+// have), then waits; meanwhile a second run on the same path forks twenty
+// processes. The first reads the same counters again: each run has a PID
+// namespace of its own, so no count moves with a neighbour's work (a warm
+// pool once shared one, and all three counted every tenant's processes).
+func processCounters(t *testing.T, a *attacker, in observe.Instance, path string) {
+	name := fmt.Sprintf("boxer-attack-counters-%d-%s", os.Getpid(), path)
+	watcher := `import time
+def counters():
+    prio = []
+    for uid in range(1000, 1016):
+        ctypes.set_errno(0)
+        prio.append((libc.getpriority(2, uid), ctypes.get_errno()))
+    return open("/proc/sys/kernel/ns_last_pid").read(), open("/proc/loadavg").read().split()[4], prio
+before = counters()
+s = socket.socket(socket.AF_UNIX); s.bind("\0` + name + `")  # ready: the test starts the neighbour
+time.sleep(1.5)
+print(counters() == before)`
+	type result struct {
+		r   *reply
+		err error
+	}
+	done := make(chan result, 1)
+	route, body := programRequest(path, watcher)
+	go func() {
+		r, err := a.post(route, "", []byte(body))
+		done <- result{r, err}
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for !listening(in, "@"+name) {
+		if time.Now().After(deadline) {
+			t.Fatal("the watching run never bound its socket")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r := a.runProgram(t, path, `for _ in range(20):
+    pid = os.fork()
+    if pid == 0: os._exit(0)
+    os.waitpid(pid, 0)
+print("forked")`)
+	select {
+	case <-done:
+		t.Fatal("the watching run ended before its neighbour: the probe proved nothing")
+	default:
+	}
+	expect(t, r, ok("forked\n"))
+	w := <-done
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	expect(t, w.r, ok("True\n"))
 }
 
 // listening reports whether any sandbox process of in sees a unix socket

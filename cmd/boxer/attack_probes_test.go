@@ -369,9 +369,12 @@ while f:
     names.append(f.f_code.co_name)
     f = f.f_back
 print(names)`, want: ok("['<module>']\n"), warm: &outcome{status: "ok", stdout: "['<module>', '_run', '_child', '<module>']\n"}},
-	// /proc/locks lists every lock on the host: masked. (A lock on a
-	// shared host file itself still crosses runs: see sandbox's doc.)
-	{name: "tenants/proc-locks", code: pr(`repr(open("/proc/locks").read())`), want: ok("''\n")},
+	// /proc/locks lists every lock on the host: masked, so it shows not
+	// even the run's own. (A lock on a shared host file itself still
+	// crosses runs: see sandbox's doc.)
+	{name: "tenants/proc-locks", code: `import fcntl
+fcntl.flock(os.open("lock", os.O_CREAT | os.O_RDWR), fcntl.LOCK_EX)
+print(repr(open("/proc/locks").read()))`, want: ok("''\n")},
 	{name: "info/other-processes", code: pr(`[p for p in os.listdir("/proc") if p.isdigit()] == [str(os.getpid())]`), want: ok("True\n")},
 }
 

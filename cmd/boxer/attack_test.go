@@ -361,6 +361,7 @@ func TestServiceAttacks(t *testing.T) {
 	t.Logf("%d program probes in %v", len(programProbes), time.Since(start).Round(time.Millisecond))
 	runArtifactProbes(t, a, host, vars)
 	runAPIProbes(t, a, host, vars)
+	runStorageProbes(t, a, host)
 	runConcurrentProbes(t, a, host)
 	t.Logf("all probes in %v", time.Since(start).Round(time.Millisecond))
 }
