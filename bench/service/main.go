@@ -55,6 +55,8 @@ var (
 	concurrency = flag.Int("c", 16, "concurrency of the throughput run")
 	imports     = flag.Int("imports", 20, "runs of the numpy+pandas script, each side")
 	pace        = flag.Duration("pace", 100*time.Millisecond, "interval between the paced latency requests")
+	sweepAt     = flag.String("sweep", "1,2,4,8,16,32,64", "concurrencies of the sweep after the other figures, comma-separated; empty: none")
+	sweepFor    = flag.Duration("sweep-duration", 5*time.Second, "length of each sweep level")
 	profile     = flag.String("profile", "", "write the server's CPU profile of the throughput run to this file (go tool pprof reads it)")
 )
 
@@ -170,7 +172,7 @@ func run() error {
 	} else {
 		profiled <- nil
 	}
-	rate, errs, count, err := srv.throughput(*concurrency, *duration)
+	rate, errs, count, err := srv.throughput(*concurrency, *duration, nil)
 	if err != nil {
 		return err
 	}
@@ -189,6 +191,20 @@ func run() error {
 	fmt.Printf("    of which the boxer process             %s (the rest: sandboxes, zygote, kernel)\n", ms((srv2-srv1)/time.Duration(max(count, 1))))
 	report("rate / bare rate", rate/bareRate, 2.0, false)
 	report("errors", float64(errs), 0, true)
+
+	if *sweepAt != "" {
+		var levels []int
+		for _, f := range strings.Split(*sweepAt, ",") {
+			c, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || c < 1 {
+				return fmt.Errorf("-sweep: %q is not a concurrency", f)
+			}
+			levels = append(levels, c)
+		}
+		if err := srv.sweep(levels, *sweepFor); err != nil {
+			return err
+		}
+	}
 
 	// Warm imports.
 	script := filepath.Join(tmp, "imports.py")
@@ -278,7 +294,7 @@ func fetchProfile(addr string, d time.Duration, path string) error {
 func startServer(bin, tmp, name string, extra ...string) (*server, error) {
 	state := filepath.Join("/run", "boxer-bench-"+name+"-"+strconv.Itoa(os.Getpid()))
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(tmp, name),
-		"--state-dir", state, "--slots", strconv.Itoa(runtime.NumCPU()), "--queue", "64"}, extra...)
+		"--state-dir", state}, extra...) // the defaults a user gets
 	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -330,9 +346,10 @@ func (s *server) exec(code string) (time.Duration, error) {
 }
 
 // throughput posts print(2+2) from c workers for d; it counts successes
-// and failures.
-func (s *server) throughput(c int, d time.Duration) (float64, int64, int64, error) {
+// and failures. lat, when not nil, receives each success's round trip.
+func (s *server) throughput(c int, d time.Duration, lat *[]time.Duration) (float64, int64, int64, error) {
 	var ok, failed atomic.Int64
+	var mu sync.Mutex
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	start := time.Now()
@@ -341,17 +358,45 @@ func (s *server) throughput(c int, d time.Duration) (float64, int64, int64, erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var mine []time.Duration
 			for ctx.Err() == nil {
-				if _, err := s.exec(printCode); err != nil {
+				if rt, err := s.exec(printCode); err != nil {
 					failed.Add(1)
 				} else {
 					ok.Add(1)
+					mine = append(mine, rt)
 				}
+			}
+			if lat != nil {
+				mu.Lock()
+				*lat = append(*lat, mine...)
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
 	return float64(ok.Load()) / time.Since(start).Seconds(), failed.Load(), ok.Load(), nil
+}
+
+// sweep runs the throughput load at each concurrency for d and prints a
+// table: the rate, the round trip's p50 and p99, and the failures (a 503
+// busy is one).
+func (s *server) sweep(levels []int, d time.Duration) error {
+	fmt.Printf("\nconcurrency sweep, print(2+2), %v each, the server's default flags\n", d)
+	fmt.Printf("  %4s %9s %9s %9s %8s\n", "c", "rate/s", "p50", "p99", "errors")
+	for _, c := range levels {
+		var lat []time.Duration
+		rate, errs, _, err := s.throughput(c, d, &lat)
+		if err != nil {
+			return err
+		}
+		if len(lat) == 0 {
+			fmt.Printf("  %4d %9.1f %9s %9s %8d\n", c, rate, "-", "-", errs)
+			continue
+		}
+		fmt.Printf("  %4d %9.1f %s %s %8d\n", c, rate, ms(pct(lat, 50)), ms(pct(lat, 99)), errs)
+	}
+	return nil
 }
 
 func barePython(args ...string) (time.Duration, error) {

@@ -146,7 +146,7 @@ func run() error {
 	state := filepath.Join("/run", "boxer-soak-"+strconv.Itoa(os.Getpid()))
 	defer os.RemoveAll(state)
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(tmp, "data"), "--state-dir", state,
-		"--slots", strconv.Itoa(*slots), "--queue", strconv.Itoa(*concurrency*2), "--queue-timeout", "5m",
+		"--slots", strconv.Itoa(*slots), "--queue", strconv.Itoa(*concurrency*2), "--queue-timeout", "5m", "--max-queue-wait", "5m",
 		"--pool-min", "2", "--pool-max", "8")
 	log := &logCount{}
 	url, err := start(cmd, log)

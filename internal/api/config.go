@@ -43,13 +43,19 @@ type Config struct {
 	// Slots is how many runs may execute at once. Default: the number of
 	// CPUs.
 	Slots int
-	// Queue is how many runs may wait for a slot; beyond it a request is
-	// refused with busy. Default 2 × Slots. Set NoQueue for none.
-	Queue int
+	// A run that finds every slot taken waits for one if its expected
+	// wait (the runs ahead of it over Slots, times a run's recent time in
+	// its slot) is at most MaxQueueWait, and if fewer than Queue runs,
+	// holding fewer than QueueBytes of jobs, wait already; otherwise it is
+	// refused with busy. Defaults: 10 s, 1024 runs, 256 MiB. Set NoQueue
+	// for no waiting at all.
+	MaxQueueWait time.Duration
+	Queue        int
+	QueueBytes   int64
 	// NoQueue makes Queue 0: a run either gets a slot at once or is busy.
 	NoQueue bool
 	// QueueTimeout is the longest a run waits for a slot before it is
-	// refused with busy. Default 30 s.
+	// refused with busy, whatever was expected. Default 30 s.
 	QueueTimeout time.Duration
 	// RetryAfter is the Retry-After sent with busy and unavailable.
 	// Default 2 s; sent in whole seconds, rounded up.
@@ -87,6 +93,9 @@ const (
 	DefaultMaxRunBodyBytes  = 8 << 20
 	DefaultBodyTimeout      = 20 * time.Second
 	DefaultQueueTimeout     = 30 * time.Second
+	DefaultMaxQueueWait     = 10 * time.Second
+	DefaultQueue            = 1024
+	DefaultQueueBytes       = 256 << 20
 	DefaultRetryAfter       = 2 * time.Second
 	DefaultJobRetention     = 24 * time.Hour
 	DefaultMaxKeptResult    = 8 << 20
@@ -125,7 +134,13 @@ func (c Config) WithDefaults() Config {
 	if c.NoQueue {
 		c.Queue = 0
 	} else if c.Queue == 0 {
-		c.Queue = 2 * c.Slots
+		c.Queue = DefaultQueue
+	}
+	if c.QueueBytes == 0 {
+		c.QueueBytes = DefaultQueueBytes
+	}
+	if c.MaxQueueWait == 0 {
+		c.MaxQueueWait = DefaultMaxQueueWait
 	}
 	if c.QueueTimeout == 0 {
 		c.QueueTimeout = DefaultQueueTimeout
@@ -174,6 +189,8 @@ func (c Config) Validate() error {
 	check(c.Slots > 0, "slots %d must be positive", c.Slots)
 	check(c.Queue >= 0, "queue %d must not be negative", c.Queue)
 	check(c.QueueTimeout > 0, "queue timeout %s must be positive", c.QueueTimeout)
+	check(c.QueueBytes > 0, "queue bytes %d must be positive", c.QueueBytes)
+	check(c.MaxQueueWait > 0, "max queue wait %s must be positive", c.MaxQueueWait)
 	check(c.RetryAfter > 0, "retry-after %s must be positive", c.RetryAfter)
 	check(c.JobRetention > 0, "job retention %s must be positive", c.JobRetention)
 	check(c.AnswerBudgetBytes >= answerFree, "answer budget %d must be at least %d bytes", c.AnswerBudgetBytes, answerFree)

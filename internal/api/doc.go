@@ -25,10 +25,12 @@
 // U+FFFD without a word. Every check names the field, the problem and what
 // is allowed.
 //
-// Runs go through a limiter (limiter.go): Config.Slots at once, Config.Queue
-// waiting, the rest refused with 503 busy and Retry-After. A run's context
-// is its request's, so a client that disconnects cancels it, queued or
-// running.
+// Runs go through a limiter (limiter.go): Config.Slots at once; a run that
+// finds them taken waits if its expected wait is within
+// Config.MaxQueueWait and the queue's hard bounds (Queue runs, QueueBytes
+// of jobs) hold, and is refused with 503 busy and Retry-After otherwise.
+// A run's context is its request's, so a client that disconnects cancels
+// it, queued or running.
 //
 // A /v1/run-python job_id runs once (jobs.go): internal/store's Claim is the
 // atomic decision, and an in-memory table lets a concurrent request with the

@@ -13,11 +13,16 @@ var (
 	errDraining = errors.New("the server is shutting down")
 )
 
-// limiter bounds the runs in flight to a number of slots and the runs
-// waiting for one to a queue. Waiting is bounded in length (queue), in time
-// (maxWait) and by the request's context, so a client that goes away stops
-// waiting. After drain, it refuses new runs, sends the waiting ones away and
-// lets callers wait for the running ones to finish.
+// limiter bounds the runs in flight to a number of slots and admits runs to
+// wait for one by their expected wait: the runs ahead of it, divided among
+// the slots, times how long a run has held its slot lately (a moving
+// average). A queue of a hundred print(2+2)s is a wait of a fraction of a
+// second and is admitted; a queue of ten 30-second runs is not. Two hard
+// bounds keep memory bounded whatever the runs cost: how many may wait
+// (queue) and the bytes their jobs hold (queueBytes). Waiting is bounded
+// in time too (maxWait), and by the request's context, so a client that
+// goes away stops waiting. After drain, it refuses new runs, sends the
+// waiting ones away and lets callers wait for the running ones to finish.
 type limiter struct {
 	slots   chan struct{} // a token per running run
 	maxWait time.Duration
@@ -28,27 +33,55 @@ type limiter struct {
 	// inflight counts running runs, for drain to wait on.
 	inflight sync.WaitGroup
 
-	maxQueue int
+	maxQueue      int
+	maxQueueBytes int64
+	maxExpected   time.Duration // 0: no bound but the queue's
 
-	mu       sync.Mutex
-	queued   int
-	draining bool
+	mu          sync.Mutex
+	queued      int
+	queuedBytes int64
+	held        time.Duration // moving average of a run's time in its slot; 0 until one ends
+	draining    bool
 }
 
-func newLimiter(slots, queue int, maxWait time.Duration, report func(running, queued int)) *limiter {
+// limits shape a limiter.
+type limits struct {
+	slots, queue int
+	queueBytes   int64
+	maxWait      time.Duration // the longest a run waits
+	maxExpected  time.Duration // the longest expected wait a run is admitted to
+}
+
+func newLimiter(c limits, report func(running, queued int)) *limiter {
 	return &limiter{
-		slots:    make(chan struct{}, slots),
-		maxWait:  maxWait,
-		stop:     make(chan struct{}),
-		report:   report,
-		maxQueue: queue,
+		slots:         make(chan struct{}, c.slots),
+		maxWait:       c.maxWait,
+		stop:          make(chan struct{}),
+		report:        report,
+		maxQueue:      c.queue,
+		maxQueueBytes: c.queueBytes,
+		maxExpected:   c.maxExpected,
 	}
 }
 
-// acquire takes a run slot, waiting in the queue if there is room. On
-// success the caller must call release exactly once when the run is over.
-// It fails with errBusy, errDraining or the context's error.
-func (l *limiter) acquire(ctx context.Context) (release func(), err error) {
+// expectedLocked is how long a run that joins the queue now should wait.
+// l.mu is held.
+func (l *limiter) expectedLocked() time.Duration {
+	return time.Duration(l.queued+1) * l.held / time.Duration(cap(l.slots))
+}
+
+// expected is expectedLocked for callers that do not hold l.mu.
+func (l *limiter) expected() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expectedLocked()
+}
+
+// acquire takes a run slot for a job of size bytes, waiting in the queue
+// if it is admitted there. On success the caller must call release exactly
+// once when the run is over. It fails with errBusy, errDraining or the
+// context's error.
+func (l *limiter) acquire(ctx context.Context, size int64) (release func(), err error) {
 	l.mu.Lock()
 	if l.draining {
 		l.mu.Unlock()
@@ -64,12 +97,19 @@ func (l *limiter) acquire(ctx context.Context) (release func(), err error) {
 		return l.releaser(), nil
 	default:
 	}
-	if l.queued >= l.maxQueue {
+	if l.queued >= l.maxQueue || l.queuedBytes+size > l.maxQueueBytes && l.queued > 0 ||
+		l.maxExpected > 0 && l.expectedLocked() > l.maxExpected {
 		l.mu.Unlock()
 		return nil, errBusy
 	}
 	l.queued++
+	l.queuedBytes += size
 	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.queuedBytes -= size
+		l.mu.Unlock()
+	}()
 	l.changed()
 	if l.onQueue != nil {
 		l.onQueue()
@@ -112,8 +152,17 @@ func (l *limiter) leaveQueue(err error) error {
 
 func (l *limiter) releaser() func() {
 	var once sync.Once
+	start := time.Now()
 	return func() {
 		once.Do(func() {
+			d := time.Since(start)
+			l.mu.Lock()
+			if l.held == 0 {
+				l.held = d
+			} else {
+				l.held += (d - l.held) / 8
+			}
+			l.mu.Unlock()
 			<-l.slots
 			l.inflight.Done()
 			l.changed()

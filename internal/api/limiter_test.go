@@ -196,7 +196,7 @@ func TestShutdownKillsAfterGrace(t *testing.T) {
 }
 
 func TestLimiterCountsUnderLoad(t *testing.T) {
-	l := newLimiter(3, 5, time.Minute, nil)
+	l := newLimiter(limits{slots: 3, queue: 5, queueBytes: 1 << 20, maxWait: time.Minute}, nil)
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -207,7 +207,7 @@ func TestLimiterCountsUnderLoad(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			release, err := l.acquire(context.Background())
+			release, err := l.acquire(context.Background(), 1)
 			if err != nil {
 				return // busy is fine here
 			}
@@ -228,5 +228,57 @@ func TestLimiterCountsUnderLoad(t *testing.T) {
 	}
 	if r, q := l.counts(); r != 0 || q != 0 {
 		t.Fatalf("after load: %d running, %d queued", r, q)
+	}
+}
+
+// A run waits when its expected wait (the runs ahead of it over the
+// slots, times a run's recent time in its slot) is within the bound, and
+// is refused when it is not, however short the queue; and the bytes of
+// the waiting jobs are bounded too, though one job alone may always wait.
+func TestAdmissionByExpectedWait(t *testing.T) {
+	l := newLimiter(limits{slots: 2, queue: 100, queueBytes: 1000, maxWait: time.Minute, maxExpected: 100 * time.Millisecond}, nil)
+	queued := make(chan struct{}, 16)
+	l.onQueue = func() { queued <- struct{}{} }
+	l.held = 60 * time.Millisecond // as if runs had held their slots 60 ms
+	var releases []func()
+	for range 2 {
+		r, err := l.acquire(context.Background(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, r)
+	}
+	waiting := make(chan error, 8)
+	wait := func(size int64) {
+		go func() {
+			r, err := l.acquire(context.Background(), size)
+			if err == nil {
+				r()
+			}
+			waiting <- err
+		}()
+		<-queued
+	}
+	// Expected waits: 1 x 60 / 2 = 30 ms, 2 x 60 / 2 = 60 ms, 90 ms:
+	// admitted; the fourth would wait 120 ms.
+	wait(900) // alone, past nothing
+	wait(100) // 1000 bytes waiting in all: at the bound
+	if _, err := l.acquire(context.Background(), 1); err != errBusy {
+		t.Fatalf("a job past the bytes' bound: %v, want busy", err)
+	}
+	wait(0)
+	if got := l.expected(); got != 120*time.Millisecond {
+		t.Fatalf("expected wait %v, want 120ms", got)
+	}
+	if _, err := l.acquire(context.Background(), 0); err != errBusy {
+		t.Fatalf("an expected wait of 120 ms: %v, want busy", err)
+	}
+	for _, r := range releases {
+		r()
+	}
+	for range 3 {
+		if err := <-waiting; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"boxer"
 )
@@ -21,11 +22,15 @@ func (s *Server) run(r *http.Request, job *boxer.Job) (_ *boxer.Result, answered
 	st := stateOf(r)
 	ctx := r.Context()
 	queueStart := s.now()
-	release, err := s.lim.acquire(ctx)
+	release, err := s.lim.acquire(ctx, jobBytes(job))
 	switch {
 	case errors.Is(err, errBusy):
 		running, queued := s.lim.counts()
-		return nil, nil, boxer.Errorf(boxer.ECodeBusy, "all %d run slots are taken and %d runs are waiting; retry later", running, queued)
+		wait := ""
+		if d := s.lim.expected(); d > 0 {
+			wait = fmt.Sprintf(" (the next would wait about %s)", d.Round(time.Millisecond))
+		}
+		return nil, nil, boxer.Errorf(boxer.ECodeBusy, "all %d run slots are taken and %d runs are waiting%s; retry later", running, queued, wait)
 	case errors.Is(err, errDraining):
 		return nil, nil, boxer.Errorf(boxer.ECodeUnavailable, "the server is shutting down; retry later")
 	case err != nil:
@@ -67,6 +72,19 @@ func (s *Server) run(r *http.Request, job *boxer.Job) (_ *boxer.Result, answered
 	st.outcome = string(res.Status)
 	s.metrics.ObserveRun(st.route, res.Status, res.Wall)
 	return res, answered, nil
+}
+
+// jobBytes is what a waiting job holds in memory: its files, stdin and
+// command.
+func jobBytes(job *boxer.Job) int64 {
+	n := int64(len(job.Stdin))
+	for _, f := range job.Files {
+		n += int64(len(f.Path) + len(f.Content))
+	}
+	for _, a := range job.Argv {
+		n += int64(len(a))
+	}
+	return n
 }
 
 // runnerError logs why boxer failed to run a job and returns what the caller

@@ -109,7 +109,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s.started = s.now()
 	s.killRuns, s.cancelRuns = context.WithCancel(context.Background())
-	s.lim = newLimiter(cfg.Slots, cfg.Queue, cfg.QueueTimeout, s.metrics.SetRuns)
+	s.lim = newLimiter(limits{slots: cfg.Slots, queue: cfg.Queue, queueBytes: cfg.QueueBytes,
+		maxWait: cfg.QueueTimeout, maxExpected: cfg.MaxQueueWait}, s.metrics.SetRuns)
 	s.answers = newAnswers(cfg.AnswerBudgetBytes)
 	s.routes()
 	go s.janitor()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"boxer"
 )
@@ -262,7 +263,7 @@ func TestConfigDefaults(t *testing.T) {
 	if c.ExecLimits.CPUs != 0.5 || c.ExecLimits.MemoryBytes != 512<<20 || c.ExecLimits.WallTime.Seconds() != 30 {
 		t.Errorf("exec limits = %+v, want the seed's 0.5 CPU, 512 MiB, 30 s", c.ExecLimits)
 	}
-	if c.MaxCodeBytes != 65536 || c.JobRetention.Hours() != 24 || c.Slots < 1 || c.Queue != 2*c.Slots {
+	if c.MaxCodeBytes != 65536 || c.JobRetention.Hours() != 24 || c.Slots < 1 || c.Queue != 1024 || c.QueueBytes != 256<<20 || c.MaxQueueWait != 10*time.Second {
 		t.Errorf("defaults = %+v", c)
 	}
 	if q := (Config{NoQueue: true, Queue: 5}).WithDefaults().Queue; q != 0 {
