@@ -52,38 +52,12 @@ func abstractBetweenRuns(t *testing.T, a *attacker, in observe.Instance, path st
 try:
     s.accept(); print("accepted")
 except TimeoutError: print("nobody came")`
-	type result struct {
-		r   *reply
-		err error
-	}
-	done := make(chan result, 1)
-	route, body := programRequest(path, listener)
-	go func() {
-		r, err := a.post(route, "", []byte(body))
-		done <- result{r, err}
-	}()
-	// The listener is up when its socket shows in the network namespace
-	// of one of the instance's sandbox processes.
-	deadline := time.Now().Add(15 * time.Second)
-	for !listening(in, "@"+name) {
-		if time.Now().After(deadline) {
-			t.Fatal("the listening run never bound its socket")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	r := a.runProgram(t, path, `s = socket.socket(socket.AF_UNIX); s.settimeout(5)
+	l := whileRunning(t, a, in, path, listener, "@"+name, func() {
+		r := a.runProgram(t, path, `s = socket.socket(socket.AF_UNIX); s.settimeout(5)
 print(do(lambda: s.connect("\0`+name+`")))`)
-	select {
-	case <-done:
-		t.Fatal("the listening run ended before the connecting run: the probe proved nothing")
-	default:
-	}
-	expect(t, r, ok("ECONNREFUSED\n"))
-	l := <-done
-	if l.err != nil {
-		t.Fatal(l.err)
-	}
-	expect(t, l.r, ok("nobody came\n"))
+		expect(t, r, ok("ECONNREFUSED\n"))
+	})
+	expect(t, l, ok("nobody came\n"))
 }
 
 // One run reads the counters of processes a run can see (ns_last_pid,
@@ -105,39 +79,52 @@ before = counters()
 s = socket.socket(socket.AF_UNIX); s.bind("\0` + name + `")  # ready: the test starts the neighbour
 time.sleep(1.5)
 print(counters() == before)`
+	w := whileRunning(t, a, in, path, watcher, "@"+name, func() {
+		r := a.runProgram(t, path, `for _ in range(20):
+    pid = os.fork()
+    if pid == 0: os._exit(0)
+    os.waitpid(pid, 0)
+print("forked")`)
+		expect(t, r, ok("forked\n"))
+	})
+	expect(t, w, ok("True\n"))
+}
+
+// whileRunning sends code on path in the background, waits until one of
+// its sandbox processes has bound the abstract unix socket name (its sign
+// that it is ready), calls meanwhile, checks that the background run was
+// still going when meanwhile returned (or the probe proved nothing), and
+// returns the background run's reply.
+func whileRunning(t *testing.T, a *attacker, in observe.Instance, path, code, name string, meanwhile func()) *reply {
+	t.Helper()
 	type result struct {
 		r   *reply
 		err error
 	}
 	done := make(chan result, 1)
-	route, body := programRequest(path, watcher)
+	route, body := programRequest(path, code)
 	go func() {
 		r, err := a.post(route, "", []byte(body))
 		done <- result{r, err}
 	}()
 	deadline := time.Now().Add(15 * time.Second)
-	for !listening(in, "@"+name) {
+	for !listening(in, name) {
 		if time.Now().After(deadline) {
-			t.Fatal("the watching run never bound its socket")
+			t.Fatal("the background run never bound its socket")
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling the host's view, not synchronising with a run's code
 	}
-	r := a.runProgram(t, path, `for _ in range(20):
-    pid = os.fork()
-    if pid == 0: os._exit(0)
-    os.waitpid(pid, 0)
-print("forked")`)
+	meanwhile()
 	select {
 	case <-done:
-		t.Fatal("the watching run ended before its neighbour: the probe proved nothing")
+		t.Fatal("the background run ended before the other: the probe proved nothing")
 	default:
 	}
-	expect(t, r, ok("forked\n"))
-	w := <-done
-	if w.err != nil {
-		t.Fatal(w.err)
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
 	}
-	expect(t, w.r, ok("True\n"))
+	return res.r
 }
 
 // listening reports whether any sandbox process of in sees a unix socket

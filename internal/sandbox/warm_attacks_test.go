@@ -58,22 +58,8 @@ time.sleep(0.5)
 func TestWarmRunEndsWhenZygoteDies(t *testing.T) {
 	e := newTestEngine(t, nil)
 	z := newTestZygote(t, e)
-	ctx := context.Background()
-	w, err := z.Prepare(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Destroy()
 	job := pyJob("open('started', 'w').close()\nimport time; time.sleep(60)", boxer.Limits{WallTime: time.Minute})
-	done := make(chan *boxer.Result, 1)
-	go func() {
-		res, err := w.Run(ctx, job)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- res
-	}()
-	waitForFile(t, w.work, "started")
+	_, done := startWarm(t, z, job, "started")
 	z.Close()
 	select {
 	case res := <-done:
@@ -172,12 +158,6 @@ print([f.f_code.co_name for f in frames], frames[2].f_locals["req"][0] == os.get
 func TestWarmCountersAreOwn(t *testing.T) {
 	e := newTestEngine(t, nil)
 	z := newTestZygote(t, e)
-	ctx := context.Background()
-	w, err := z.Prepare(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Destroy()
 	probe := pyJob(`import ctypes, os, time
 libc = ctypes.CDLL(None, use_errno=True)
 def counters():
@@ -192,15 +172,7 @@ while not os.path.exists("go"):
     time.sleep(0.01)  # the test creates it once its neighbours are done
 print(counters() == before, before[:2], sorted({e for _, e in before[2]}))
 `, boxer.Limits{WallTime: time.Minute})
-	done := make(chan *boxer.Result, 1)
-	go func() {
-		res, err := w.Run(ctx, probe)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- res
-	}()
-	waitForFile(t, w.work, "read")
+	w, done := startWarm(t, z, probe, "read")
 	forks := pyJob("import os\nfor _ in range(50):\n    pid = os.fork()\n    if pid == 0: os._exit(0)\n    os.waitpid(pid, 0)\nprint('forked')", boxer.Limits{})
 	for _, res := range []*boxer.Result{runWarm(t, z, forks), runJob(t, e, forks)} {
 		if string(res.Stdout.Data) != "forked\n" {
@@ -215,4 +187,27 @@ print(counters() == before, before[:2], sorted({e for _, e in before[2]}))
 	if res := <-done; res != nil {
 		wantStdout(t, res, "True (['2'], '2') [0, 3]\n")
 	}
+}
+
+// startWarm prepares a warm child of z and runs job on it in the
+// background; it returns once the job has made the file ready in its work
+// dir, with the child (destroyed when the test ends) and the channel that
+// gets the job's result (nil if Run failed, which fails the test).
+func startWarm(t *testing.T, z *Zygote, job *boxer.Job, ready string) (*Warm, <-chan *boxer.Result) {
+	t.Helper()
+	w, err := z.Prepare(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Destroy)
+	done := make(chan *boxer.Result, 1)
+	go func() {
+		res, err := w.Run(context.Background(), job)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	waitForFile(t, w.work, ready)
+	return w, done
 }
