@@ -97,3 +97,37 @@ func TestStatsEmpty(t *testing.T) {
 		t.Fatal("Stats(recent=0) succeeded, want an error")
 	}
 }
+
+// Calls are written in batches, and none is lost to the batching: Stats
+// counts the calls recorded just before it, and Close writes what waits,
+// so a reopened store has every call.
+func TestCallsBatched(t *testing.T) {
+	c := newClock()
+	s, path := openTemp(t, c)
+	ctx := context.Background()
+	for i := range callBatch + 10 { // one full batch, written at once, and ten waiting
+		if err := s.RecordCall(ctx, Call{At: c.Now(), Route: "/v1/exec", Status: 200, Ran: i%2 == 0, Duration: time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := s.Stats(ctx, c.Now().Add(-time.Hour), 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Calls != callBatch+10 {
+		t.Fatalf("Stats counted %d calls, want %d", st.Calls, callBatch+10)
+	}
+	if err := s.RecordCall(ctx, Call{At: c.Now(), Route: "/v1/exec", Status: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = reopen(t, path, c).Stats(ctx, c.Now().Add(-time.Hour), 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Calls != callBatch+11 {
+		t.Fatalf("after Close and Open: %d calls, want %d", st.Calls, callBatch+11)
+	}
+}

@@ -42,6 +42,7 @@ type Store struct {
 	now  func() time.Time
 	// resultBudget bounds the done records' responses together (Finish).
 	resultBudget int64
+	calls        callBuffer // calls not yet written (RecordCall)
 }
 
 // Option changes how Open builds a Store.
@@ -146,7 +147,9 @@ func dsnParams() url.Values {
 // Close closes the database and gives up its lock. The Store must not be
 // used afterwards; a second Close is harmless.
 func (s *Store) Close() error {
-	err := s.db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := errors.Join(s.FlushCalls(ctx), s.db.Close())
 	s.lock.Close() // closing the descriptor releases the flock
 	return err
 }
