@@ -77,7 +77,7 @@ def counters():
     return open("/proc/sys/kernel/ns_last_pid").read(), open("/proc/loadavg").read().split()[4], prio
 before = counters()
 s = socket.socket(socket.AF_UNIX); s.bind("\0` + name + `")  # ready: the test starts the neighbour
-time.sleep(1.5)
+time.sleep(` + fmt.Sprint(float64(attackTimeout)/2) + `)  # the neighbour's window: half the run's time limit
 print(counters() == before)`
 	w := whileRunning(t, a, in, path, watcher, "@"+name, func() {
 		r := a.runProgram(t, path, `for _ in range(20):
