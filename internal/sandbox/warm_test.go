@@ -768,3 +768,16 @@ func TestZygoteSurvivesForkFailure(t *testing.T) {
 		t.Fatalf("after the failed fork: %s %q %q", res.Status, res.Stdout.Data, res.Stderr.Data)
 	}
 }
+
+// A command of warm.MaxCommandBytes runs warm; one byte more runs cold:
+// its job message might not fit the job socket (see warm.MaxCommandBytes).
+func TestWarmFormBoundsCommand(t *testing.T) {
+	e := newTestEngine(t, nil)
+	code := strings.Repeat("#", warm.MaxCommandBytes-len("python")-len("-c"))
+	if _, ok := e.WarmForm([]string{"python", "-c", code}); !ok {
+		t.Errorf("a command of exactly %d bytes has no warm form", warm.MaxCommandBytes)
+	}
+	if _, ok := e.WarmForm([]string{"python", "-c", code + "#"}); ok {
+		t.Errorf("a command of %d bytes has a warm form", warm.MaxCommandBytes+1)
+	}
+}
