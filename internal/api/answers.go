@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"sync"
 
 	"golang.org/x/sync/semaphore"
 
@@ -60,11 +61,5 @@ func (a *answers) take(ctx context.Context, res *boxer.Result) (func(), error) {
 	if err := a.sem.Acquire(ctx, n); err != nil {
 		return nil, err
 	}
-	released := false
-	return func() {
-		if !released {
-			released = true
-			a.sem.Release(n)
-		}
-	}, nil
+	return sync.OnceFunc(func() { a.sem.Release(n) }), nil
 }
