@@ -83,8 +83,8 @@ func (r Resources) cpuQuotaUs() int64 {
 	return max(int64(math.Round(r.CPUs*cfsPeriodUs)), cfsMinQuotaUs)
 }
 
-// Stats is what a cgroup used. Read it after the run has ended, before
-// Destroy.
+// Stats is what a cgroup used since it was made or last Reset. Read it
+// after the run has ended, before Destroy.
 type Stats struct {
 	// MemoryPeak is the highest memory use in bytes; 0 when the kernel does
 	// not report it (v2 before Linux 5.19, which added memory.peak).
@@ -161,6 +161,17 @@ type Cgroup interface {
 	// their process group or session, and returns once the cgroup is empty.
 	// It gives up with an error after a few seconds.
 	Kill() error
+	// Reset readies the cgroup for another run once the last has ended: it
+	// kills what is left, gives back the memory the last run left charged,
+	// and starts the counters Stats reports (peak, OOM kills, CPU) again,
+	// so that nothing of the last run shows in the next one's figures or
+	// limits (see reset_linux.go). Limits stay: Set them before the next
+	// run. Reset fails with ErrNotReusable where the kernel cannot do it
+	// all, and with another error when the cgroup will not empty: either
+	// way, Destroy it and Create another.
+	//
+	// Precondition: no other method of the cgroup is in use.
+	Reset() error
 	// Destroy kills what is left and removes the cgroup. It may be called
 	// again after an error, and is a no-op once it has succeeded.
 	Destroy() error

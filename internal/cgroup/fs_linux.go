@@ -142,13 +142,14 @@ func (f fsys) write(file, data string) error {
 // not for concurrent use.
 type written map[string]string
 
-// put writes value to file unless the last put there wrote the same.
-func (w written) put(f fsys, file, value string) error {
+// put writes value to file with write unless the last put there wrote
+// the same.
+func (w written) put(write func(file, data string) error, file, value string) error {
 	if v, ok := w[file]; ok && v == value {
 		return nil
 	}
 	delete(w, file) // a failed write may have left the old value or not
-	if err := f.write(file, value); err != nil {
+	if err := write(file, value); err != nil {
 		return err
 	}
 	w[file] = value
@@ -220,6 +221,11 @@ func readInt(file string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return parseInt(file, s)
+}
+
+// parseInt parses s, the text of file, as one integer.
+func parseInt(file, s string) (int64, error) {
 	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 	if err != nil {
 		return 0, newFileError("parse", file, err)
@@ -236,6 +242,11 @@ func readKey(file, key string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return parseKeyOf(file, s, key)
+}
+
+// parseKeyOf is readKey's parse of s, the text of file.
+func parseKeyOf(file, s, key string) (int64, error) {
 	n, ok, err := parseKey(s, key)
 	if err != nil {
 		return 0, newFileError("parse", file, err)

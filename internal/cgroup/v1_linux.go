@@ -69,6 +69,7 @@ func (m *v1Manager) Create(name string, r Resources) (_ Cgroup, retErr error) {
 	var made []string
 	defer func() {
 		if retErr != nil {
+			c.held.close()
 			for _, dir := range made {
 				_ = m.fs.rmdir(dir)
 			}
@@ -94,7 +95,7 @@ func (m *v1Manager) Create(name string, r Resources) (_ Cgroup, retErr error) {
 
 // cgroup returns the run cgroup name, without creating it.
 func (m *v1Manager) cgroup(name string) *v1Cgroup {
-	c := &v1Cgroup{fs: m.fs, dirs: make(map[string]string), set: written{}, memsw: m.memsw, tcp: m.tcp}
+	c := &v1Cgroup{fs: m.fs, held: newHeld(m.fs), dirs: make(map[string]string), set: written{}, memsw: m.memsw, tcp: m.tcp}
 	for ctl, base := range m.bases {
 		c.dirs[ctl] = filepath.Join(base, name)
 	}
@@ -106,7 +107,8 @@ func (m *v1Manager) CleanupStale() error {
 	// The base as a whole is one cgroup per hierarchy: freezing and killing
 	// it takes every stale run with it, and any stray process put in the
 	// base itself.
-	base := &v1Cgroup{fs: m.fs, dirs: m.bases, distinct: distinct(m.bases), set: written{}}
+	base := &v1Cgroup{fs: m.fs, held: newHeld(fsys{}), dirs: m.bases, distinct: distinct(m.bases), set: written{}}
+	defer base.held.close()
 	if err := base.Kill(); err != nil {
 		return err
 	}
@@ -139,7 +141,8 @@ func (m *v1Manager) Check() error {
 
 // v1Cgroup is one run: a directory per hierarchy.
 type v1Cgroup struct {
-	fs fsys
+	fs   fsys
+	held *held
 	// dirs maps each of v1Controllers to the run's directory in its
 	// hierarchy; distinct lists each directory once.
 	dirs     map[string]string
@@ -147,6 +150,9 @@ type v1Cgroup struct {
 	set      written
 	// memsw and tcp are the manager's: which memory files exist.
 	memsw, tcp bool
+	// base is what the counters held at the last Reset: Stats counts from
+	// there.
+	base Stats
 }
 
 func (c *v1Cgroup) Path() string { return c.dirs["memory"] }
@@ -161,13 +167,13 @@ func (c *v1Cgroup) Set(r Resources) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
-	if err := c.set.put(c.fs, c.file("cpu", "cpu.cfs_period_us"), strconv.Itoa(cfsPeriodUs)); err != nil {
+	if err := c.set.put(c.held.write, c.file("cpu", "cpu.cfs_period_us"), strconv.Itoa(cfsPeriodUs)); err != nil {
 		return err
 	}
-	if err := c.set.put(c.fs, c.file("cpu", "cpu.cfs_quota_us"), strconv.FormatInt(r.cpuQuotaUs(), 10)); err != nil {
+	if err := c.set.put(c.held.write, c.file("cpu", "cpu.cfs_quota_us"), strconv.FormatInt(r.cpuQuotaUs(), 10)); err != nil {
 		return err
 	}
-	if err := c.set.put(c.fs, c.file("cpu", "cpu.shares"), strconv.Itoa(max(2, r.weight()*1024/100))); err != nil {
+	if err := c.set.put(c.held.write, c.file("cpu", "cpu.shares"), strconv.Itoa(max(2, r.weight()*1024/100))); err != nil {
 		return err
 	}
 	if err := c.setMemory(r.MemoryBytes); err != nil {
@@ -176,12 +182,12 @@ func (c *v1Cgroup) Set(r Resources) error {
 	// Best effort: swappiness is not writable on every kernel, and with
 	// memsw capped swapping cannot get a run past its limit anyway; it only
 	// keeps a run from being slowed down by swap.
-	_ = c.set.put(c.fs, c.file("memory", "memory.swappiness"), "0")
+	_ = c.set.put(c.held.write, c.file("memory", "memory.swappiness"), "0")
 	pids := "max"
 	if r.Pids > 0 {
 		pids = strconv.Itoa(r.Pids)
 	}
-	return c.set.put(c.fs, c.file("pids", "pids.max"), pids)
+	return c.set.put(c.held.write, c.file("pids", "pids.max"), pids)
 }
 
 // setMemory sets memory.limit_in_bytes and, where swap accounting exists,
@@ -209,7 +215,7 @@ func (c *v1Cgroup) setMemory(bytes int64) error {
 		return err
 	}
 	if c.tcp {
-		if err := c.fs.write(tcpFile, value); err != nil {
+		if err := c.held.write(tcpFile, value); err != nil {
 			return err
 		}
 	}
@@ -222,7 +228,7 @@ func (c *v1Cgroup) setMemory(bytes int64) error {
 // unknown: then it is read.
 func (c *v1Cgroup) writeMemory(bytes int64, value, last, limitFile, memswFile string) error {
 	if !c.memsw {
-		return c.fs.write(limitFile, value)
+		return c.held.write(limitFile, value)
 	}
 	var cur int64
 	switch last {
@@ -244,7 +250,7 @@ func (c *v1Cgroup) writeMemory(bytes int64, value, last, limitFile, memswFile st
 		order = []string{memswFile, limitFile}
 	}
 	for _, f := range order {
-		if err := c.fs.write(f, value); err != nil {
+		if err := c.held.write(f, value); err != nil {
 			return err
 		}
 	}
@@ -257,7 +263,7 @@ func (c *v1Cgroup) Add(pid int) error {
 	first := c.dirs["pids"]
 	dirs := append([]string{first}, slices.DeleteFunc(slices.Clone(c.distinct), func(d string) bool { return d == first })...)
 	for _, dir := range dirs {
-		if err := c.fs.write(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+		if err := c.held.write(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
 			return err
 		}
 	}
@@ -265,19 +271,19 @@ func (c *v1Cgroup) Add(pid int) error {
 }
 
 func (c *v1Cgroup) Stats() (Stats, error) {
-	peak, err := readInt(c.file("memory", "memory.max_usage_in_bytes"))
+	peak, err := c.held.readInt(c.file("memory", "memory.max_usage_in_bytes"))
 	if err != nil {
 		return Stats{}, err
 	}
-	ooms, err := readKey(c.file("memory", "memory.oom_control"), "oom_kill")
+	ooms, err := c.held.readKey(c.file("memory", "memory.oom_control"), "oom_kill")
 	if err != nil {
 		return Stats{}, err
 	}
-	cpu, err := readInt(c.file("cpuacct", "cpuacct.usage"))
+	cpu, err := c.held.readInt(c.file("cpuacct", "cpuacct.usage"))
 	if err != nil {
 		return Stats{}, err
 	}
-	return Stats{MemoryPeak: peak, OOMKills: ooms, CPU: time.Duration(cpu)}, nil
+	return Stats{MemoryPeak: peak, OOMKills: ooms - c.base.OOMKills, CPU: time.Duration(cpu) - c.base.CPU}, nil
 }
 
 // Kill freezes the cgroup, so that nothing in it can fork or exit while the
@@ -341,7 +347,7 @@ func (c *v1Cgroup) Kill() error {
 	return err
 }
 
-func (c *v1Cgroup) Tasks() (int64, error) { return readInt(c.file("pids", "pids.current")) }
+func (c *v1Cgroup) Tasks() (int64, error) { return c.held.readInt(c.file("pids", "pids.current")) }
 
 // pids lists the processes in the run, over every hierarchy and every
 // cgroup below the run's.
@@ -365,7 +371,11 @@ func (c *v1Cgroup) Destroy() error {
 	for _, dir := range c.distinct {
 		errs = append(errs, c.fs.removeTree(dir))
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	c.held.close()
+	return nil
 }
 
 // distinct returns the directories of dirs, each once, in a stable order.

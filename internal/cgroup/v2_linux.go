@@ -123,7 +123,12 @@ func (m *v2Manager) Create(name string, r Resources) (_ Cgroup, retErr error) {
 			_ = m.fs.rmdir(dir)
 		}
 	}()
-	c := &v2Cgroup{fs: m.fs, dir: dir, fd: -1, set: written{}}
+	c := &v2Cgroup{fs: m.fs, held: newHeld(m.fs), dir: dir, fd: -1, peak: -1, set: written{}}
+	defer func() {
+		if retErr != nil {
+			c.held.close()
+		}
+	}()
 	if err := c.Set(r); err != nil {
 		return nil, err
 	}
@@ -170,13 +175,20 @@ func (m *v2Manager) Check() error {
 
 // v2Cgroup is one run's directory in the unified hierarchy.
 type v2Cgroup struct {
-	fs  fsys
-	dir string
-	set written
+	fs   fsys
+	held *held
+	dir  string
+	set  written
 
 	mu sync.Mutex
 	// fd is the directory fd handed out by FD; -1 once Destroy closed it.
 	fd int
+	// peak is memory.peak opened for reading and writing by the first
+	// Reset, which resets the peak for reads through it; -1 before.
+	peak int
+	// base is what the counters held at the last Reset: Stats counts from
+	// there.
+	base Stats
 }
 
 func (c *v2Cgroup) Path() string { return c.dir }
@@ -197,24 +209,24 @@ func (c *v2Cgroup) Set(r Resources) error {
 	if q := r.cpuQuotaUs(); q > 0 {
 		quota = strconv.FormatInt(q, 10)
 	}
-	if err := c.set.put(c.fs, c.file("cpu.max"), quota+" "+strconv.Itoa(cfsPeriodUs)); err != nil {
+	if err := c.set.put(c.held.write, c.file("cpu.max"), quota+" "+strconv.Itoa(cfsPeriodUs)); err != nil {
 		return err
 	}
-	if err := c.set.put(c.fs, c.file("cpu.weight"), strconv.Itoa(r.weight())); err != nil {
+	if err := c.set.put(c.held.write, c.file("cpu.weight"), strconv.Itoa(r.weight())); err != nil {
 		return err
 	}
 	mem := "max"
 	if r.MemoryBytes > 0 {
 		mem = strconv.FormatInt(r.MemoryBytes, 10)
 	}
-	if err := c.set.put(c.fs, c.file("memory.max"), mem); err != nil {
+	if err := c.set.put(c.held.write, c.file("memory.max"), mem); err != nil {
 		return err
 	}
 	// No swap at all, limit or not: v2 counts swap apart from memory.max,
 	// so any swap allowance would be memory beyond the limit. The file is
 	// missing when the kernel has no swap support.
 	if swap := c.file("memory.swap.max"); c.set[swap] != "0" && exists(swap) {
-		if err := c.set.put(c.fs, swap, "0"); err != nil {
+		if err := c.set.put(c.held.write, swap, "0"); err != nil {
 			return err
 		}
 	}
@@ -222,37 +234,49 @@ func (c *v2Cgroup) Set(r Resources) error {
 	if r.Pids > 0 {
 		pids = strconv.Itoa(r.Pids)
 	}
-	return c.set.put(c.fs, c.file("pids.max"), pids)
+	return c.set.put(c.held.write, c.file("pids.max"), pids)
 }
 
 func (c *v2Cgroup) Add(pid int) error {
-	return c.fs.write(c.file("cgroup.procs"), strconv.Itoa(pid))
+	return c.held.write(c.file("cgroup.procs"), strconv.Itoa(pid))
 }
 
 func (c *v2Cgroup) Stats() (Stats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats()
+}
+
+func (c *v2Cgroup) stats() (Stats, error) {
 	var st Stats
 	// memory.peak arrived in Linux 5.19; before it the peak is unknown.
-	if peak := c.file("memory.peak"); exists(peak) {
+	if c.peak >= 0 {
+		n, err := readPeak(c.peak, c.file("memory.peak"))
+		if err != nil {
+			return Stats{}, err
+		}
+		st.MemoryPeak = n
+	} else if peak := c.file("memory.peak"); exists(peak) {
 		n, err := readInt(peak)
 		if err != nil {
 			return Stats{}, err
 		}
 		st.MemoryPeak = n
 	}
-	ooms, err := readKey(c.file("memory.events"), "oom_kill")
+	ooms, err := c.held.readKey(c.file("memory.events"), "oom_kill")
 	if err != nil {
 		return Stats{}, err
 	}
-	st.OOMKills = ooms
-	usec, err := readKey(c.file("cpu.stat"), "usage_usec")
+	st.OOMKills = ooms - c.base.OOMKills
+	usec, err := c.held.readKey(c.file("cpu.stat"), "usage_usec")
 	if err != nil {
 		return Stats{}, err
 	}
-	st.CPU = time.Duration(usec) * time.Microsecond
+	st.CPU = time.Duration(usec)*time.Microsecond - c.base.CPU
 	return st, nil
 }
 
-func (c *v2Cgroup) Tasks() (int64, error) { return readInt(c.file("pids.current")) }
+func (c *v2Cgroup) Tasks() (int64, error) { return c.held.readInt(c.file("pids.current")) }
 
 func (c *v2Cgroup) Kill() error { return killV2(c.fs, c.dir) }
 
@@ -269,6 +293,11 @@ func (c *v2Cgroup) Destroy() error {
 		_ = unix.Close(c.fd)
 		c.fd = -1
 	}
+	if c.peak >= 0 {
+		_ = unix.Close(c.peak)
+		c.peak = -1
+	}
+	c.held.close()
 	return nil
 }
 

@@ -33,7 +33,15 @@ const idBlock = 65536
 type Footprint struct {
 	Procs   int            // live sandbox processes: the instance's ids
 	Roots   []int          // sandbox processes the server started itself (the zygotes' pid 1s when quiet)
-	Cgroups int            // cgroups below the instance's cgroup base, over every hierarchy
+	Cgroups int            // cgroups below the instance's cgroup base, over every hierarchy, but spare ones
+	// SpareCgroups counts the cgroups of warm slots that hold no process:
+	// each kept for its slot's next child (internal/sandbox's keepCgroup),
+	// at most one a slot. They are the pool's standing state, as its
+	// ready children are, and grow with the slots used: Diff leaves them
+	// out, and the server's descriptors to their files (held open, see
+	// internal/cgroup's held) are not counted in FDs while the cgroup is
+	// there. A descriptor to a cgroup that is gone is: that is a leak.
+	SpareCgroups int
 	Mounts  int            // host mounts below the state dir
 	RunDirs int            // entries of the state dir's runs/
 	FDs     map[string]int // the server's open descriptors by target, inode numbers cut ("pipe:[]"), but those below DataDir
@@ -49,7 +57,13 @@ func Snapshot(in Instance) Footprint {
 			f.Roots = append(f.Roots, pid)
 		}
 	}
-	f.Cgroups = len(RunCgroups(in.CgroupName))
+	for _, dir := range RunCgroups(in.CgroupName) {
+		if isWarm(dir) && empty(dir) {
+			f.SpareCgroups++
+		} else {
+			f.Cgroups++
+		}
+	}
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
 	for _, l := range strings.Split(string(mi), "\n") {
 		if fields := strings.Fields(l); len(fields) > 4 && strings.HasPrefix(fields[4], in.StateDir+"/") {
@@ -62,9 +76,40 @@ func Snapshot(in Instance) Footprint {
 		if in.DataDir != "" && strings.HasPrefix(t, in.DataDir+"/") {
 			continue
 		}
+		if dir, ok := warmCgroupOf(t, in.CgroupName); ok {
+			if _, err := os.Stat(dir); err == nil {
+				continue
+			}
+			t = "a removed warm cgroup"
+		}
 		f.FDs[fdKey(t)]++
 	}
 	return f
+}
+
+// isWarm reports whether the cgroup dir is a warm slot's (sandbox names
+// them "w" and an id; a cold run's and a zygote's are hex ids).
+func isWarm(dir string) bool { return strings.HasPrefix(filepath.Base(dir), "w") }
+
+// empty reports whether the cgroup dir holds no process.
+func empty(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	return err == nil && len(strings.TrimSpace(string(b))) == 0
+}
+
+// warmCgroupOf returns the warm slot's cgroup that target, a descriptor's
+// path, is or lies in, below a directory named base.
+func warmCgroupOf(target, base string) (string, bool) {
+	if !strings.HasPrefix(target, "/sys/fs/cgroup/") {
+		return "", false
+	}
+	parts := strings.Split(target, "/")
+	for i := 1; i+1 < len(parts); i++ {
+		if parts[i] == base && strings.HasPrefix(parts[i+1], "w") {
+			return strings.Join(parts[:i+2], "/"), true
+		}
+	}
+	return "", false
 }
 
 // Descriptors maps each open descriptor of process pid to what it refers

@@ -95,6 +95,33 @@ func TestSnapshotDiff(t *testing.T) {
 	if d := Snapshot(in).Diff(base); d != nil {
 		t.Fatalf("after cleaning up: %v", d)
 	}
+	// A warm slot's empty cgroup, and a descriptor held to its files, are
+	// the pool's standing state; once the cgroup is gone, the descriptor
+	// is a leak.
+	if cg == "" {
+		return
+	}
+	spare := filepath.Join(cg, "wslot")
+	if err := os.Mkdir(spare, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(spare)
+	held, err := os.Open(filepath.Join(spare, "cgroup.procs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	now := Snapshot(in)
+	if d := now.Diff(base); d != nil || now.SpareCgroups != 1 {
+		t.Fatalf("with a spare cgroup: diff %v, %d spare", d, now.SpareCgroups)
+	}
+	if err := os.Remove(spare); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"server descriptors to a removed warm cgroup: 1, was 0"}
+	if d := Snapshot(in).Diff(base); !slices.Equal(d, want) {
+		t.Fatalf("diff %q, want %q", d, want)
+	}
 }
 
 // fakeCgroupBase makes an empty cgroup named name in one hierarchy and

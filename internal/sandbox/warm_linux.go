@@ -86,7 +86,11 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	var err error
 	res := resources(e.cfg.Limits)
 	res.Weight = backgroundWeight // until its job arrives: Run sets the job's limits
-	w.cg, err = e.cgroups.Create(w.id, res)
+	if w.cg = z.takeCgroup(slot); w.cg != nil {
+		err = w.cg.Set(res)
+	} else {
+		w.cg, err = e.cgroups.Create(w.id, res)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create cgroup: %w", err)
 	}
@@ -488,18 +492,20 @@ func (w *Warm) destroy() {
 			t.Stop()
 		}
 	}
-	leaked := false
-	if w.cg != nil {
-		if err := w.cg.Destroy(); err != nil {
-			w.z.e.log.Error("destroy warm cgroup", "sandbox", w.id, "err", err)
-			leaked = true
-		}
-	}
 	if w.work >= 0 {
 		unix.Close(w.work) // the last reference to the child's tmpfs
 	}
 	for _, fd := range w.nsfds {
-		unix.Close(fd) // the namespaces go now
+		unix.Close(fd) // the namespaces go now, and the tmpfs pages with them
+	}
+	// The slot's next child gets the cgroup, once reset: its pages are
+	// uncharged now that the tmpfs is gone.
+	leaked := false
+	if w.cg != nil && !w.z.keepCgroup(w.slot, w.cg) {
+		if err := w.cg.Destroy(); err != nil {
+			w.z.e.log.Error("destroy warm cgroup", "sandbox", w.id, "err", err)
+			leaked = true
+		}
 	}
 	if w.pidfd >= 0 {
 		unix.Close(w.pidfd)

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"boxer/internal/cgroup"
 	"boxer/internal/sandbox/nsinit"
 	"boxer/internal/sandbox/warm"
 
@@ -84,6 +85,13 @@ type Zygote struct {
 	dead    chan struct{} // closed when the zygote is gone
 	closing sync.Once
 	closed  chan struct{} // closed when Close has removed the sandbox
+
+	// spareMu guards spare: for each slot whose last child is gone, its
+	// cgroup, emptied and Reset for the slot's next child (see
+	// Warm.destroy): made once per slot rather than once per job. Nil
+	// once Close has destroyed them.
+	spareMu sync.Mutex
+	spare   map[int]cgroup.Cgroup
 
 	forks   atomic.Int64   // children forked so far
 	live    sync.WaitGroup // children not yet destroyed
@@ -156,6 +164,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		slots:   make(chan int, cfg.Slots),
 		replies: make(chan warm.Msg, 1),
 		exits:   make(map[int]chan uint32),
+		spare:   make(map[int]cgroup.Cgroup),
 		dead:    make(chan struct{}),
 		closed:  make(chan struct{}),
 	}
@@ -384,8 +393,46 @@ func (z *Zygote) Close() {
 	z.closing.Do(func() {
 		z.ctrl.Close()
 		z.sb.destroy()
+		z.spareMu.Lock()
+		spare := z.spare
+		z.spare = nil
+		z.spareMu.Unlock()
+		for _, cg := range spare {
+			if err := cg.Destroy(); err != nil {
+				z.e.log.Error("destroy warm slot cgroup", "cgroup", cg.Path(), "err", err)
+			}
+		}
 		close(z.closed)
 	})
+}
+
+// takeCgroup returns slot's spare cgroup, or nil if it has none.
+func (z *Zygote) takeCgroup(slot int) cgroup.Cgroup {
+	z.spareMu.Lock()
+	defer z.spareMu.Unlock()
+	cg := z.spare[slot]
+	delete(z.spare, slot)
+	return cg
+}
+
+// keepCgroup resets cg, the cgroup of slot's child that is gone, and keeps
+// it for the slot's next child. It reports false, and leaves cg to its
+// caller to destroy, when cg cannot be reset (see cgroup.Cgroup.Reset) or
+// z is closed.
+func (z *Zygote) keepCgroup(slot int, cg cgroup.Cgroup) bool {
+	if err := cg.Reset(); err != nil {
+		if !errors.Is(err, cgroup.ErrNotReusable) {
+			z.e.log.Warn("warm slot cgroup not reused", "cgroup", cg.Path(), "err", err)
+		}
+		return false
+	}
+	z.spareMu.Lock()
+	defer z.spareMu.Unlock()
+	if z.spare == nil {
+		return false
+	}
+	z.spare[slot] = cg
+	return true
 }
 
 // Closed is closed once Close has removed the zygote sandbox.

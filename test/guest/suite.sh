@@ -199,7 +199,7 @@ quick)
   check go-sandbox-outcomes as_service gotest internal/sandbox -test.timeout 5m \
     -test.run '^TestOutcomes$/^(cold|warm)$/^(oom|fork_bomb_stops_at_pids_limit|busy_loop_timeout)$'
   check go-sandbox-limits as_service gotest internal/sandbox -test.timeout 5m \
-    -test.run '^(TestTimeoutIsPrompt|TestUsageReported|TestTeardown|TestWarmSmoke|TestChildOOMKillsReported|TestBoxersUmaskDoesNotReachRuns|TestCPUQuota)$'
+    -test.run '^(TestTimeoutIsPrompt|TestUsageReported|TestTeardown|TestWarmSmoke|TestWarmSlotCgroupStartsClean|TestChildOOMKillsReported|TestBoxersUmaskDoesNotReachRuns|TestCPUQuota)$'
   ;;
 full)
   for pkg in internal/cgroup internal/sandbox internal/pool cmd/boxer internal/api; do

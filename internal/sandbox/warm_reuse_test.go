@@ -1,0 +1,135 @@
+package sandbox
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"boxer"
+
+	"golang.org/x/sys/unix"
+)
+
+// A warm slot's cgroup serves one child after another (see
+// cgroup.Cgroup.Reset). Nothing the last job left in it may show in the
+// next job's figures or limits: its memory peak, the page cache it read
+// first (charged to the slot's cgroup, and reclaimed by the reset), its
+// OOM kills, its CPU time, its processes. The test fails with any step of
+// Reset left out; and it checks that the slot's cgroup was reused, where
+// the kernel can reset one, so that it tests what runs.
+func TestWarmSlotCgroupStartsClean(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z, err := e.StartZygote(context.Background(), ZygoteConfig{Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	big, size := largestReadable(t)
+	// Out of the page cache, so that the first job's read charges its
+	// pages to the slot's cgroup.
+	if f, err := os.Open(big); err != nil {
+		t.Fatal(err)
+	} else {
+		unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+		f.Close()
+	}
+	lim := boxer.Limits{MemoryBytes: 256 << 20}
+	run := func(code string) (*boxer.Result, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), slow(time.Minute))
+		defer cancel()
+		w, err := z.Prepare(ctx)
+		if err != nil {
+			t.Fatalf("Prepare: %v", err)
+		}
+		defer w.Destroy()
+		res, err := w.Run(ctx, pyJob(code, lim))
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		return res, w.cg.Path()
+	}
+	const show = "print(2+2)"
+	fresh, firstPath := run(show)
+	heavy, _ := run(`
+import os, subprocess, sys, time
+subprocess.run([sys.executable, "-c", "x = bytearray(400 << 20); x[::4096] = b'x' * len(x[::4096])"])
+end = time.process_time() + 1
+while time.process_time() < end:
+    pass
+# Last: the OOM's reclaim would take these pages back.
+with open(` + strconv.Quote(big) + `, "rb") as f:
+    while f.read(1 << 20):
+        pass
+if os.fork() == 0:
+    os.setsid()
+    time.sleep(300)
+`)
+	after, lastPath := run(show)
+	if heavy.Status != boxer.StatusOK || heavy.OOMKills < 1 || heavy.CPU < time.Second {
+		t.Fatalf("the first job did not leave what the test needs: %s, %d OOM kills, CPU %v, stderr %q", heavy.Status, heavy.OOMKills, heavy.CPU, heavy.Stderr.Data)
+	}
+	if after.Status != boxer.StatusOK || string(after.Stdout.Data) != "4\n" {
+		t.Fatalf("the next job: %s %q %q", after.Status, after.Stdout.Data, after.Stderr.Data)
+	}
+	if after.OOMKills != 0 {
+		t.Errorf("the next job reports %d OOM kills, the first job's", after.OOMKills)
+	}
+	if after.CPU >= heavy.CPU/2 {
+		t.Errorf("the next job reports %v of CPU, the first job took %v", after.CPU, heavy.CPU)
+	}
+	// A fresh cgroup's peak, plus less than half of what the first job
+	// left in the page cache.
+	if after.MemoryPeak >= fresh.MemoryPeak+size/2 {
+		t.Errorf("the next job's memory peak is %d bytes, a fresh slot's %d: the first job's %d bytes of page cache are still charged", after.MemoryPeak, fresh.MemoryPeak, size)
+	}
+	reusable := canResetPeak(lastPath)
+	if reused := firstPath == lastPath; reused != reusable {
+		t.Errorf("slot cgroup reused %v (%s, then %s), but the kernel can reset one: %v", reused, firstPath, lastPath, reusable)
+	}
+	t.Logf("peaks %d, %d, %d bytes; CPU %v, %v; %d bytes read; reused %v", fresh.MemoryPeak, heavy.MemoryPeak, after.MemoryPeak, heavy.CPU, after.CPU, size, reusable)
+}
+
+// largestReadable is the largest file of at least 4 MiB in the
+// interpreter's stdlib or site-packages, which every sandbox sees.
+func largestReadable(t *testing.T) (string, int64) {
+	t.Helper()
+	var best string
+	var size int64
+	for _, root := range []string{"/usr/lib/python3.11", "/usr/lib/python3/dist-packages", "/usr/lib/python3"} {
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			if info, err := d.Info(); err == nil && info.Size() > size {
+				best, size = p, info.Size()
+			}
+			return nil
+		})
+	}
+	if size < 4<<20 {
+		t.Fatalf("no file of 4 MiB or more under the interpreter's library (largest: %s, %d bytes)", best, size)
+	}
+	return best, size
+}
+
+// canResetPeak reports whether the kernel resets the memory peak of the
+// cgroup at dir (see cgroup.ErrNotReusable): always on v1, from Linux
+// 6.12 on v2.
+func canResetPeak(dir string) bool {
+	peak := filepath.Join(dir, "memory.peak")
+	if _, err := os.Stat(peak); err != nil {
+		return true // v1: the memory hierarchy's dir has max_usage_in_bytes
+	}
+	f, err := os.OpenFile(peak, os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	_, err = os.Stat(filepath.Join(dir, "memory.reclaim"))
+	return err == nil
+}
