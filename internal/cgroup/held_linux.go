@@ -10,24 +10,31 @@ import (
 )
 
 // hotFiles are the control files a run's path reads or writes, once or
-// more per job: moving the child in, its weight raised and lowered, the
-// task count, the usage figures, a warm slot's reset. A cgroup keeps each
+// more per job: moving the child in, its limits set for the job and back
+// to a waiting child's (weight, CPU quota, tasks, memory), the task count,
+// the usage figures, a warm slot's reset. A cgroup keeps each
 // open after its first use. Opening one walks the whole cgroupfs path
 // (under load, openat was a sixth of boxer's CPU); reading or writing a
 // held one is one system call. The others (limits written when a cgroup is
 // made, the freezer) are opened each time.
 var hotFiles = map[string]bool{
-	"cgroup.procs":              true,
-	"pids.current":              true,
-	"cpu.shares":                true,
-	"cpu.weight":                true,
-	"cpuacct.usage":             true,
-	"cpu.stat":                  true,
-	"memory.max_usage_in_bytes": true,
-	"memory.usage_in_bytes":     true,
-	"memory.oom_control":        true,
-	"memory.current":            true,
-	"memory.events":             true,
+	"cgroup.procs":                true,
+	"pids.current":                true,
+	"cpu.shares":                  true,
+	"cpu.weight":                  true,
+	"cpu.cfs_quota_us":            true,
+	"cpu.max":                     true,
+	"pids.max":                    true,
+	"memory.limit_in_bytes":       true,
+	"memory.memsw.limit_in_bytes": true,
+	"memory.max":                  true,
+	"cpuacct.usage":               true,
+	"cpu.stat":                    true,
+	"memory.max_usage_in_bytes":   true,
+	"memory.usage_in_bytes":       true,
+	"memory.oom_control":          true,
+	"memory.current":              true,
+	"memory.events":               true,
 }
 
 // held is one cgroup's open hot files. Its methods are safe for

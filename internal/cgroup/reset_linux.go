@@ -77,12 +77,13 @@ func (c *v2Cgroup) Reset() error {
 	if c.fd < 0 {
 		return errors.New("cgroup: reset of a destroyed cgroup")
 	}
+	if c.noReset.Load() {
+		return ErrNotReusable
+	}
 	if err := killV2(c.fs, c.dir); err != nil {
 		return err
 	}
 	if c.peak < 0 {
-		// memory.peak takes writes from Linux 6.12; before that it has no
-		// write handler, and kernfs refuses to open it for writing.
 		fd, err := retryEINTR(func() (int, error) {
 			return unix.Open(c.file("memory.peak"), unix.O_RDWR|unix.O_CLOEXEC, 0)
 		})
@@ -90,6 +91,7 @@ func (c *v2Cgroup) Reset() error {
 			if err == nil {
 				unix.Close(fd)
 			}
+			c.noReset.Store(true)
 			return ErrNotReusable
 		}
 		c.peak = fd
@@ -107,7 +109,15 @@ func (c *v2Cgroup) Reset() error {
 	if err := notCharged(c.held, current); err != nil {
 		return err
 	}
+	// memory.peak takes writes from Linux 6.12; before that the write
+	// fails with EINVAL (the file opens for writing all the same).
 	if _, err := retryEINTR(func() (int, error) { return unix.Pwrite(c.peak, []byte("reset"), 0) }); err != nil {
+		unix.Close(c.peak)
+		c.peak = -1
+		if errors.Is(err, unix.EINVAL) {
+			c.noReset.Store(true)
+			return ErrNotReusable
+		}
 		return newFileError("write", c.file("memory.peak"), err)
 	}
 	c.base = Stats{}

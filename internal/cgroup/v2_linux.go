@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +21,9 @@ type v2Manager struct {
 	// home is the cgroup above the base, found by placeV2; how says how.
 	home, how string
 	base      string
+	// noReset is set once a Reset found that the kernel cannot reset
+	// memory.peak (see ErrNotReusable).
+	noReset atomic.Bool
 }
 
 func (m *v2Manager) Close() error { return removeIfEmpty(m.fs, m.base) }
@@ -123,7 +127,7 @@ func (m *v2Manager) Create(name string, r Resources) (_ Cgroup, retErr error) {
 			_ = m.fs.rmdir(dir)
 		}
 	}()
-	c := &v2Cgroup{fs: m.fs, held: newHeld(m.fs), dir: dir, fd: -1, peak: -1, set: written{}}
+	c := &v2Cgroup{fs: m.fs, held: newHeld(m.fs), dir: dir, fd: -1, peak: -1, noReset: &m.noReset, set: written{}}
 	defer func() {
 		if retErr != nil {
 			c.held.close()
@@ -186,6 +190,9 @@ type v2Cgroup struct {
 	// peak is memory.peak opened for reading and writing by the first
 	// Reset, which resets the peak for reads through it; -1 before.
 	peak int
+	// noReset is the manager's: set once a Reset found that this kernel
+	// cannot reset memory.peak, so that no other cgroup tries again.
+	noReset *atomic.Bool
 	// base is what the counters held at the last Reset: Stats counts from
 	// there.
 	base Stats

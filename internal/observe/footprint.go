@@ -31,9 +31,9 @@ const idBlock = 65536
 // footprints of the same instance are equal; a difference is a leak, or a
 // sandbox that is not settled yet.
 type Footprint struct {
-	Procs   int            // live sandbox processes: the instance's ids
-	Roots   []int          // sandbox processes the server started itself (the zygotes' pid 1s when quiet)
-	Cgroups int            // cgroups below the instance's cgroup base, over every hierarchy, but spare ones
+	Procs   int   // live sandbox processes: the instance's ids
+	Roots   []int // sandbox processes the server started itself (the zygotes' pid 1s when quiet)
+	Cgroups int   // cgroups below the instance's cgroup base, over every hierarchy, but spare ones
 	// SpareCgroups counts the cgroups of warm slots that hold no process:
 	// each kept for its slot's next child (internal/sandbox's keepCgroup),
 	// at most one a slot. They are the pool's standing state, as its
@@ -42,9 +42,9 @@ type Footprint struct {
 	// internal/cgroup's held) are not counted in FDs while the cgroup is
 	// there. A descriptor to a cgroup that is gone is: that is a leak.
 	SpareCgroups int
-	Mounts  int            // host mounts below the state dir
-	RunDirs int            // entries of the state dir's runs/
-	FDs     map[string]int // the server's open descriptors by target, inode numbers cut ("pipe:[]"), but those below DataDir
+	Mounts       int            // host mounts below the state dir
+	RunDirs      int            // entries of the state dir's runs/
+	FDs          map[string]int // the server's open descriptors by target, inode numbers cut ("pipe:[]"), but those below DataDir
 }
 
 // Snapshot reads in's footprint from /proc, /sys/fs/cgroup and the state
