@@ -69,7 +69,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 
 	ef.integer(&c.Pool.Min, "pool-min", "BOXER_POOL_MIN", 2, "warm sandboxes kept ready when idle, by each zygote; 0 turns the warm pool off")
 	ef.integer(&c.Pool.Max, "pool-max", "BOXER_POOL_MAX", 16, "most warm sandboxes at once, ready or running, by each zygote")
-	ef.list(&c.Pool.PreImports, "pool-preimport", "BOXER_POOL_PREIMPORT", "numpy,pandas,matplotlib.pyplot", "modules imported once and shared by every warm run (and matplotlib's font cache built once)")
+	ef.list(&c.Pool.PreImports, "pool-preimport", "BOXER_POOL_PREIMPORT", "numpy,pandas,matplotlib.pyplot,pytest", "modules imported once and shared by every warm run (and matplotlib's font cache built once); a job goes to them when its code or its -m module names one")
 	ef.boolean(&c.Pool.Lean, "pool-lean", "BOXER_POOL_LEAN", true, "also keep a zygote without the pre-imports, for runs whose code names none of them (cheaper per run)")
 	ef.integer(&c.RotateAfter, "pool-rotate-after", "BOXER_POOL_ROTATE_AFTER", 1000, "replace each of the warm pool's zygotes after this many sandboxes (fresh hash seed, stack canary, address layout); 0: never")
 	ef.bytes(&c.Pool.ZygoteMemoryBytes, "pool-zygote-memory", "BOXER_POOL_ZYGOTE_MEMORY", 1<<30, "memory limit of each of the warm pool's zygotes (the pre-imports)")

@@ -176,6 +176,22 @@
 // python3's rate (two runs, 96-98 ms of CPU per print(2+2)) to 0.85-0.88x
 // (73 ms), with warm numpy+pandas imports still under 0.04x.
 //
+// What the pre-imports hold is what agents run that is dear to import:
+// the scientific stack, and pytest, since agents run test suites (seed
+// 004's second use case is `python -m pytest test_math.py`). A `-m`
+// module counts as named, so `python -m pytest` goes to the zygote with
+// them. In bench/jobs (2026-12-02), pre-importing pytest took that job
+// from 246 ms, 1.21x a bare python3 in a fresh directory, to 68 ms, 0.28x;
+// what is left is pytest's own start: its plugins' entry points read from
+// every installed package's metadata, collection, the rewrite of asserts.
+// To hold another module ready, add it to --pool-preimport (boxer serve's
+// flag, or BOXER_POOL_PREIMPORT): the zygote imports it at start, jobs
+// that name its top-level package go there, and bench/jobs and
+// bench/service show what it costs the others (each of that zygote's
+// children maps its pages). A module that starts threads at import does
+// not belong there: a fork copies only the forking thread, and the zygote
+// is meant to stay one thread (see above).
+//
 // # What a warm job can tell apart
 //
 // A warm job sees the process tree a cold run sees: it is pid 2 of a PID
