@@ -1,20 +1,26 @@
 // Command service measures boxer's HTTP service against a bare interpreter
 // on the same machine, in one run, and prints each figure next to its
-// target (issue 4):
+// target (issues 4 and 20), on the server's default flags:
 //
 //   - latency: p50/p90/p99 of POST /v1/exec with print(2+2), against the
-//     p50 of bare `python3 -c 'print(2+2)'` (targets: p50 <= 0.25x, p99 <= 1x),
-//     twice: paced (one request every -pace, a load the pool sustains, as
-//     an agent's calls arrive) and back to back (each request sent as the
+//     p50 of bare `python3 -c 'print(2+2)'`, twice: paced (one request
+//     every -pace, a load the pool sustains, as an agent's calls arrive;
+//     target p50 <= 0.1x) and back to back (each request sent as the
 //     previous one returns, which is a load test: the pool's refill
-//     competes with the requests for the CPUs);
+//     competes with the requests for the CPUs; target p99 <= 1x);
 //   - throughput: requests per second at concurrency 16, against bare
 //     python3 spawned back to back on every core, half of that run before
-//     the service's and half after it (target >= 2x, no errors);
+//     the service's and half after it (target >= 2.5x, no errors), and
+//     the CPU of boxer's own process per request (target <= 0.5 ms); then
+//     the same with `import numpy` (no target);
+//   - a concurrency sweep: rate, p50, p99 and errors at 1 to 64;
 //   - warm imports: a script importing numpy and pandas, against the same
 //     script run by bare python3 (target p50 <= 0.1x);
 //   - footprint: RSS of the idle server without a pool (target <= 50 MiB),
 //     and the PSS each additional warm sandbox adds (target <= 15 MiB).
+//
+// bench/jobs measures seed 004's agent jobs and how costs grow with a
+// job's size.
 //
 // It builds cmd/boxer, starts it on a free loopback port with its own state
 // and data dirs, and stops it at the end. It needs root, like boxer.
@@ -36,14 +42,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"boxer/internal/observe"
+	"boxer/bench/internal/served"
 
 	"golang.org/x/sys/unix"
 )
@@ -62,6 +67,7 @@ var (
 
 const (
 	printCode  = "print(2+2)"
+	numpyCode  = "import numpy\nprint(2+2)"
 	importCode = "import numpy, pandas\nprint(pandas.Series(numpy.arange(10)).sum())\n"
 )
 
@@ -79,9 +85,9 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "boxer")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/boxer").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
+	bin, err := served.Build(tmp)
+	if err != nil {
+		return err
 	}
 	fmt.Printf("boxer service benchmark: %d cores, %s, %s\n\n", runtime.NumCPU(), pythonVersion(), time.Now().UTC().Format(time.RFC3339))
 
@@ -91,7 +97,7 @@ func run() error {
 		return err
 	}
 	idleRSS := settledRSS(idle)
-	idle.stop()
+	idle.Stop()
 
 	var debug []string
 	if *profile != "" {
@@ -101,7 +107,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer srv.stop()
+	defer srv.Stop()
 
 	// Latency. The baseline is measured in its own phases, before and
 	// after the service's (interleaving them would slow bare python3 with
@@ -153,7 +159,7 @@ func run() error {
 	fmt.Printf("  bare python3 -c                          %s %s %s\n", ms(bareP50), ms(pct(bare, 90)), ms(pct(bare, 99)))
 	fmt.Printf("  POST /v1/exec, paced every %-12v %s %s %s\n", *pace, ms(pct(paced, 50)), ms(pct(paced, 90)), ms(pct(paced, 99)))
 	fmt.Printf("  POST /v1/exec, back to back              %s %s %s\n", ms(pct(svc, 50)), ms(pct(svc, 90)), ms(pct(svc, 99)))
-	report("paced p50 / bare p50", ratio(pct(paced, 50), bareP50), 0.25, true)
+	report("paced p50 / bare p50", ratio(pct(paced, 50), bareP50), 0.1, true)
 	report("paced p99 / bare p50", ratio(pct(paced, 99), bareP50), 1.0, true)
 	report("back-to-back p50 / bare p50", ratio(pct(svc, 50), bareP50), 0.25, true)
 	report("back-to-back p99 / bare p50", ratio(pct(svc, 99), bareP50), 1.0, true)
@@ -164,23 +170,23 @@ func run() error {
 	// the service's run keeps the drift out of the ratio.
 	bareHalf := min(*duration, 20*time.Second) / 2
 	cpu0 := machineCPU()
-	before := bareThroughput(bareHalf)
-	cpu1, srv1 := machineCPU(), processCPU(srv.cmd.Process.Pid)
+	before := bareThroughput(printCode, bareHalf)
+	cpu1, srv1 := machineCPU(), processCPU(srv.Cmd.Process.Pid)
 	profiled := make(chan error, 1)
 	if *profile != "" {
 		go func() { profiled <- fetchProfile(debug[1], *duration-time.Second, *profile) }()
 	} else {
 		profiled <- nil
 	}
-	rate, errs, count, err := srv.throughput(*concurrency, *duration, nil)
+	rate, errs, count, err := srv.throughput(printCode, *concurrency, *duration, nil)
 	if err != nil {
 		return err
 	}
 	if err := <-profiled; err != nil {
 		return fmt.Errorf("profile: %w", err)
 	}
-	cpu2, srv2 := machineCPU(), processCPU(srv.cmd.Process.Pid)
-	after := bareThroughput(bareHalf)
+	cpu2, srv2 := machineCPU(), processCPU(srv.Cmd.Process.Pid)
+	after := bareThroughput(printCode, bareHalf)
 	cpu3 := machineCPU()
 	bareCount := before.count + after.count
 	bareRate := float64(bareCount) / (before.took + after.took).Seconds()
@@ -189,8 +195,24 @@ func run() error {
 		ms((cpu1-cpu0+cpu3-cpu2)/time.Duration(max(bareCount, 1))), before.rate(), after.rate())
 	fmt.Printf("  POST /v1/exec, concurrency %-3d  %7.1f/s   %s, %d errors\n", *concurrency, rate, ms((cpu2-cpu1)/time.Duration(max(count, 1))), errs)
 	fmt.Printf("    of which the boxer process             %s (the rest: sandboxes, zygote, kernel)\n", ms((srv2-srv1)/time.Duration(max(count, 1))))
-	report("rate / bare rate", rate/bareRate, 2.0, false)
+	report("rate / bare rate", rate/bareRate, 2.5, false)
 	report("errors", float64(errs), 0, true)
+	report("boxer CPU per request, ms", float64(srv2-srv1)/1e6/float64(max(count, 1)), 0.5, true)
+
+	// The same with numpy, which the pool pre-imports: the rate against
+	// bare python3 importing it (no target).
+	npHalf := min(*duration, 20*time.Second) / 4
+	npBefore := bareThroughput(numpyCode, npHalf)
+	npRate, npErrs, _, err := srv.throughput(numpyCode, *concurrency, 2*npHalf, nil)
+	if err != nil {
+		return err
+	}
+	npAfter := bareThroughput(numpyCode, npHalf)
+	npBare := float64(npBefore.count+npAfter.count) / (npBefore.took + npAfter.took).Seconds()
+	fmt.Printf("\nthroughput, %s, %v\n", strings.ReplaceAll(numpyCode, "\n", "; "), 2*npHalf)
+	fmt.Printf("  bare python3 -c on %d cores      %7.1f/s\n", runtime.NumCPU(), npBare)
+	fmt.Printf("  POST /v1/exec, concurrency %-3d  %7.1f/s, %d errors\n", *concurrency, npRate, npErrs)
+	fmt.Printf("  rate / bare rate             %8.3f\n", npRate/npBare)
 
 	if *sweepAt != "" {
 		var levels []int
@@ -255,12 +277,8 @@ func report(what string, got, target float64, upper bool) {
 	fmt.Printf("  %-28s %8.3f  (target %s %g)  %s\n", what, got, cmp, target, verdict)
 }
 
-type server struct {
-	cmd    *exec.Cmd
-	url    string
-	client *http.Client
-	state  string // its state dir, removed when it stops
-}
+// server is a running boxer serve with the benchmark's requests.
+type server struct{ *served.Server }
 
 // freePort is a loopback port free a moment ago.
 func freePort() int {
@@ -290,39 +308,20 @@ func fetchProfile(addr string, d time.Duration, path string) error {
 	return os.WriteFile(path, b, 0o644)
 }
 
-// startServer starts boxer serve on a free port and waits for its address.
+// startServer starts boxer serve on the defaults a user gets plus extra.
 func startServer(bin, tmp, name string, extra ...string) (*server, error) {
-	state := filepath.Join("/run", "boxer-bench-"+name+"-"+strconv.Itoa(os.Getpid()))
-	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(tmp, name),
-		"--state-dir", state}, extra...) // the defaults a user gets
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
+	s, err := served.Start(bin, tmp, name, extra...)
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	url, err := observe.Serving(stderr, nil)
-	if err != nil {
-		cmd.Wait()
-		return nil, err
-	}
-	tr := &http.Transport{MaxIdleConnsPerHost: 64}
-	return &server{cmd: cmd, url: url, client: &http.Client{Transport: tr}, state: state}, nil
-}
-
-func (s *server) stop() {
-	s.cmd.Process.Signal(os.Interrupt)
-	s.cmd.Wait()
-	os.RemoveAll(s.state)
+	return &server{s}, nil
 }
 
 // exec posts code to /v1/exec and returns the round trip.
 func (s *server) exec(code string) (time.Duration, error) {
 	body, _ := json.Marshal(map[string]string{"code": code, "language": "python"})
 	t := time.Now()
-	resp, err := s.client.Post(s.url+"/v1/exec", "application/json", bytes.NewReader(body))
+	resp, err := s.Client.Post(s.URL+"/v1/exec", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
@@ -347,7 +346,7 @@ func (s *server) exec(code string) (time.Duration, error) {
 
 // throughput posts print(2+2) from c workers for d; it counts successes
 // and failures. lat, when not nil, receives each success's round trip.
-func (s *server) throughput(c int, d time.Duration, lat *[]time.Duration) (float64, int64, int64, error) {
+func (s *server) throughput(code string, c int, d time.Duration, lat *[]time.Duration) (float64, int64, int64, error) {
 	var ok, failed atomic.Int64
 	var mu sync.Mutex
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -360,7 +359,7 @@ func (s *server) throughput(c int, d time.Duration, lat *[]time.Duration) (float
 			defer wg.Done()
 			var mine []time.Duration
 			for ctx.Err() == nil {
-				if rt, err := s.exec(printCode); err != nil {
+				if rt, err := s.exec(code); err != nil {
 					failed.Add(1)
 				} else {
 					ok.Add(1)
@@ -386,7 +385,7 @@ func (s *server) sweep(levels []int, d time.Duration) error {
 	fmt.Printf("  %4s %9s %9s %9s %8s\n", "c", "rate/s", "p50", "p99", "errors")
 	for _, c := range levels {
 		var lat []time.Duration
-		rate, errs, _, err := s.throughput(c, d, &lat)
+		rate, errs, _, err := s.throughput(printCode, c, d, &lat)
 		if err != nil {
 			return err
 		}
@@ -421,7 +420,7 @@ type bareRun struct {
 func (r bareRun) rate() float64 { return float64(r.count) / r.took.Seconds() }
 
 // bareThroughput spawns bare python3 back to back on every core for d.
-func bareThroughput(d time.Duration) bareRun {
+func bareThroughput(code string, d time.Duration) bareRun {
 	var count atomic.Int64
 	deadline := time.Now().Add(d)
 	start := time.Now()
@@ -431,7 +430,7 @@ func bareThroughput(d time.Duration) bareRun {
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(deadline) {
-				if _, err := barePython("-c", printCode); err == nil {
+				if _, err := barePython("-c", code); err == nil {
 					count.Add(1)
 				}
 			}
@@ -470,7 +469,7 @@ func settledRSS(s *server) float64 {
 		s.exec(printCode)
 	}
 	runtime.GC()
-	return float64(statusKB(s.cmd.Process.Pid, "VmRSS:")) * 1024
+	return float64(statusKB(s.Cmd.Process.Pid, "VmRSS:")) * 1024
 }
 
 // warmPSS measures the proportional memory one more warm sandbox adds: the
@@ -485,19 +484,19 @@ func warmPSS(bin, tmp string) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		defer s.stop()
+		defer s.Stop()
 		s.exec(printCode)
 		// Let the pool refill to its floor, then sum PSS over the tree.
 		deadline := time.Now().Add(30 * time.Second)
 		var pss float64
 		for time.Now().Before(deadline) {
-			pss = treePSS(s.cmd.Process.Pid)
+			pss = treePSS(s.Cmd.Process.Pid)
 			time.Sleep(500 * time.Millisecond)
-			if next := treePSS(s.cmd.Process.Pid); next-pss < 64<<10 {
+			if next := treePSS(s.Cmd.Process.Pid); next-pss < 64<<10 {
 				break
 			}
 		}
-		return treePSS(s.cmd.Process.Pid), nil
+		return treePSS(s.Cmd.Process.Pid), nil
 	}
 	a, err := total(small)
 	if err != nil {
@@ -569,12 +568,7 @@ func pythonVersion() string {
 	return strings.TrimSpace(string(out))
 }
 
-func pct(d []time.Duration, p int) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, len(s)*p/100)]
-}
-
-func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
-func ms(d time.Duration) string        { return fmt.Sprintf("%7.1fms", float64(d)/1e6) }
-func mib(b float64) float64            { return b / (1 << 20) }
+func pct(d []time.Duration, p int) time.Duration { return served.Pct(d, p) }
+func ratio(a, b time.Duration) float64           { return float64(a) / float64(b) }
+func ms(d time.Duration) string                  { return served.Ms(d) }
+func mib(b float64) float64                      { return b / (1 << 20) }
