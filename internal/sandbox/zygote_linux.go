@@ -421,8 +421,11 @@ func (z *Zygote) takeCgroup(slot int) cgroup.Cgroup {
 // z is closed.
 func (z *Zygote) keepCgroup(slot int, cg cgroup.Cgroup) bool {
 	if err := cg.Reset(); err != nil {
+		// Not a failure: the slot makes a new cgroup, as it would without
+		// reuse. Now and then a little more memory than resetSlack stays
+		// charged after the reclaim (the soak saw 1.3 MiB once in 90 runs).
 		if !errors.Is(err, cgroup.ErrNotReusable) {
-			z.e.log.Warn("warm slot cgroup not reused", "cgroup", cg.Path(), "err", err)
+			z.e.log.Debug("warm slot cgroup not reused", "cgroup", cg.Path(), "err", err)
 		}
 		return false
 	}
