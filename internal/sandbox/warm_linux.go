@@ -67,13 +67,9 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	if z.retired.Load() {
 		return nil, errors.New("zygote retired")
 	}
-	var slot int
-	select {
-	case slot = <-z.slots:
-	case <-z.dead:
-		return nil, errors.New("zygote died")
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	slot, err := z.takeSlot(ctx)
+	if err != nil {
+		return nil, err
 	}
 	e := z.e
 	z.live.Add(1)
@@ -83,7 +79,6 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 			w.Destroy()
 		}
 	}()
-	var err error
 	res := resources(e.cfg.Limits)
 	res.Weight = backgroundWeight // until its job arrives: Run sets the job's limits
 	if w.cg = z.takeCgroup(slot); w.cg != nil {
@@ -128,7 +123,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	}
 	w.err, w.child = errR, append(w.child, errW)
 
-	req := warm.ForkRequest{UID: int64(UID + slot), InitUID: int64(UID + cap(z.slots) + slot), DiskBytes: w.disk, Inodes: e.cfg.TmpInodes}
+	req := warm.ForkRequest{UID: int64(UID + slot), InitUID: int64(UID + z.nslots + slot), DiskBytes: w.disk, Inodes: e.cfg.TmpInodes}
 	// The zygote reports pid 1's exit once it has reaped it: the job's
 	// status is its process's (see Run), and Destroy waits for the reap.
 	if w.exited, err = z.fork(req, childSock); err != nil {
@@ -514,7 +509,7 @@ func (w *Warm) destroy() {
 		w.job.Close()
 	}
 	if !leaked {
-		w.z.slots <- w.slot
+		w.z.releaseSlot(w.slot)
 	}
 	w.z.live.Done()
 }

@@ -141,3 +141,26 @@ func canResetPeak(base string) bool {
 	_, err = os.Stat(filepath.Join(base, "memory.reclaim"))
 	return err == nil
 }
+
+// A slot freed is the next one taken: a zygote's sequential children all
+// use one slot, so that a pool keeps as few slot cgroups (and their open
+// control files) as its load needs, not one for each of its slots.
+func TestWarmSlotsLastFreedFirst(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	used := map[int]bool{}
+	for range 4 {
+		ctx, cancel := context.WithTimeout(context.Background(), slow(time.Minute))
+		w, err := z.Prepare(ctx)
+		if err != nil {
+			cancel()
+			t.Fatalf("Prepare: %v", err)
+		}
+		used[w.slot] = true
+		w.Destroy()
+		cancel()
+	}
+	if len(used) != 1 {
+		t.Fatalf("four children one after another used slots %v of %d", used, z.nslots)
+	}
+}

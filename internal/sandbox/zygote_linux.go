@@ -56,10 +56,18 @@ type Zygote struct {
 	e        *Engine
 	sb       *sandbox
 	ctrl     *net.UnixConn
-	nofile   uint64   // the zygote's hard RLIMIT_NOFILE: no warm job may have more
-	userBase uint32   // host id of the zygote's uid UID
-	slots    chan int // free child slots: child uid UID+slot
-	log      *capture // the zygote's own stderr, for the log if it dies
+	nofile   uint64 // the zygote's hard RLIMIT_NOFILE: no warm job may have more
+	userBase uint32 // host id of the zygote's uid UID
+	// nslots is how many child slots z has: a slot's child runs its job
+	// as uid UID+slot and its pid 1 as UID+nslots+slot. free holds a
+	// token for each free slot; freeSlots are their numbers, the last
+	// freed on top, so that a slot freed is the next one taken and z uses
+	// as few slots (each keeping a cgroup, see spare) as its load needs.
+	nslots    int
+	free      chan struct{}
+	freeMu    sync.Mutex
+	freeSlots []int
+	log       *capture // the zygote's own stderr, for the log if it dies
 
 	// Preimported lists every module the pre-imports loaded.
 	Preimported []string
@@ -161,7 +169,8 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	}
 	z := &Zygote{
 		e: e, sb: sb, ctrl: ctrl, userBase: ids.user, nofile: rlimitOf(e.zygoteRlimits(), unix.RLIMIT_NOFILE).Max,
-		slots:   make(chan int, cfg.Slots),
+		nslots:  cfg.Slots,
+		free:    make(chan struct{}, cfg.Slots),
 		replies: make(chan warm.Msg, 1),
 		exits:   make(map[int]chan uint32),
 		spare:   make(map[int]cgroup.Cgroup),
@@ -173,8 +182,8 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 			z.Close()
 		}
 	}()
-	for i := range cfg.Slots {
-		z.slots <- i
+	for i := cfg.Slots - 1; i >= 0; i-- {
+		z.releaseSlot(i)
 	}
 	job := nsinit.Job{
 		Path:        e.runtime.Path,
@@ -404,6 +413,30 @@ func (z *Zygote) Close() {
 		}
 		close(z.closed)
 	})
+}
+
+// takeSlot waits for a free slot and takes the one freed last.
+func (z *Zygote) takeSlot(ctx context.Context) (int, error) {
+	select {
+	case <-z.free:
+	case <-z.dead:
+		return 0, errors.New("zygote died")
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	z.freeMu.Lock()
+	defer z.freeMu.Unlock()
+	slot := z.freeSlots[len(z.freeSlots)-1]
+	z.freeSlots = z.freeSlots[:len(z.freeSlots)-1]
+	return slot, nil
+}
+
+// releaseSlot frees slot for the next child.
+func (z *Zygote) releaseSlot(slot int) {
+	z.freeMu.Lock()
+	z.freeSlots = append(z.freeSlots, slot)
+	z.freeMu.Unlock()
+	z.free <- struct{}{}
 }
 
 // takeCgroup returns slot's spare cgroup, or nil if it has none.
