@@ -142,14 +142,14 @@ func (f fsys) write(file, data string) error {
 // not for concurrent use.
 type written map[string]string
 
-// put writes value to file with write unless the last put there wrote
+// put writes value to file through h unless the last put there wrote
 // the same.
-func (w written) put(write func(file, data string) error, file, value string) error {
+func (w written) put(h *held, file, value string) error {
 	if v, ok := w[file]; ok && v == value {
 		return nil
 	}
 	delete(w, file) // a failed write may have left the old value or not
-	if err := write(file, value); err != nil {
+	if err := h.write(file, value); err != nil {
 		return err
 	}
 	w[file] = value

@@ -62,13 +62,7 @@ func (c *v1Cgroup) Reset() error {
 	if err := c.held.write(c.file("memory", "memory.max_usage_in_bytes"), "0"); err != nil {
 		return err
 	}
-	c.base = Stats{}
-	st, err := c.Stats()
-	if err != nil {
-		return err
-	}
-	c.base = Stats{OOMKills: st.OOMKills, CPU: st.CPU}
-	return nil
+	return restartCounters(&c.base, c.Stats)
 }
 
 func (c *v2Cgroup) Reset() error {
@@ -101,13 +95,13 @@ func (c *v2Cgroup) Reset() error {
 		return err
 	} else if n > resetSlack {
 		// EAGAIN when less than asked could be reclaimed: what is left is
-		// measured below.
+		// measured next.
 		if err := c.fs.write(c.file("memory.reclaim"), strconv.FormatInt(n, 10)); err != nil && !errors.Is(err, unix.EAGAIN) {
 			return err
 		}
-	}
-	if err := notCharged(c.held, current); err != nil {
-		return err
+		if err := notCharged(c.held, current); err != nil {
+			return err
+		}
 	}
 	// memory.peak takes writes from Linux 6.12; before that the write
 	// fails with EINVAL (the file opens for writing all the same).
@@ -120,12 +114,18 @@ func (c *v2Cgroup) Reset() error {
 		}
 		return newFileError("write", c.file("memory.peak"), err)
 	}
-	c.base = Stats{}
-	st, err := c.stats()
+	return restartCounters(&c.base, c.stats)
+}
+
+// restartCounters makes base, which stats subtracts, what the counters
+// hold now, so that stats counts from here.
+func restartCounters(base *Stats, stats func() (Stats, error)) error {
+	*base = Stats{}
+	st, err := stats()
 	if err != nil {
 		return err
 	}
-	c.base = Stats{OOMKills: st.OOMKills, CPU: st.CPU}
+	*base = Stats{OOMKills: st.OOMKills, CPU: st.CPU}
 	return nil
 }
 
@@ -149,16 +149,5 @@ func readPeak(fd int, file string) (int64, error) {
 	if err != nil {
 		return 0, newFileError("read", file, err)
 	}
-	v, err := strconv.ParseInt(string(trimNewline(buf[:n])), 10, 64)
-	if err != nil {
-		return 0, newFileError("parse", file, err)
-	}
-	return v, nil
-}
-
-func trimNewline(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == ' ') {
-		b = b[:len(b)-1]
-	}
-	return b
+	return parseInt(file, string(buf[:n]))
 }

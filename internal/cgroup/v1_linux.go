@@ -167,13 +167,13 @@ func (c *v1Cgroup) Set(r Resources) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
-	if err := c.set.put(c.held.write, c.file("cpu", "cpu.cfs_period_us"), strconv.Itoa(cfsPeriodUs)); err != nil {
+	if err := c.set.put(c.held, c.file("cpu", "cpu.cfs_period_us"), strconv.Itoa(cfsPeriodUs)); err != nil {
 		return err
 	}
-	if err := c.set.put(c.held.write, c.file("cpu", "cpu.cfs_quota_us"), strconv.FormatInt(r.cpuQuotaUs(), 10)); err != nil {
+	if err := c.set.put(c.held, c.file("cpu", "cpu.cfs_quota_us"), strconv.FormatInt(r.cpuQuotaUs(), 10)); err != nil {
 		return err
 	}
-	if err := c.set.put(c.held.write, c.file("cpu", "cpu.shares"), strconv.Itoa(max(2, r.weight()*1024/100))); err != nil {
+	if err := c.set.put(c.held, c.file("cpu", "cpu.shares"), strconv.Itoa(max(2, r.weight()*1024/100))); err != nil {
 		return err
 	}
 	if err := c.setMemory(r.MemoryBytes); err != nil {
@@ -182,12 +182,12 @@ func (c *v1Cgroup) Set(r Resources) error {
 	// Best effort: swappiness is not writable on every kernel, and with
 	// memsw capped swapping cannot get a run past its limit anyway; it only
 	// keeps a run from being slowed down by swap.
-	_ = c.set.put(c.held.write, c.file("memory", "memory.swappiness"), "0")
+	_ = c.set.put(c.held, c.file("memory", "memory.swappiness"), "0")
 	pids := "max"
 	if r.Pids > 0 {
 		pids = strconv.Itoa(r.Pids)
 	}
-	return c.set.put(c.held.write, c.file("pids", "pids.max"), pids)
+	return c.set.put(c.held, c.file("pids", "pids.max"), pids)
 }
 
 // setMemory sets memory.limit_in_bytes and, where swap accounting exists,

@@ -216,24 +216,24 @@ func (c *v2Cgroup) Set(r Resources) error {
 	if q := r.cpuQuotaUs(); q > 0 {
 		quota = strconv.FormatInt(q, 10)
 	}
-	if err := c.set.put(c.held.write, c.file("cpu.max"), quota+" "+strconv.Itoa(cfsPeriodUs)); err != nil {
+	if err := c.set.put(c.held, c.file("cpu.max"), quota+" "+strconv.Itoa(cfsPeriodUs)); err != nil {
 		return err
 	}
-	if err := c.set.put(c.held.write, c.file("cpu.weight"), strconv.Itoa(r.weight())); err != nil {
+	if err := c.set.put(c.held, c.file("cpu.weight"), strconv.Itoa(r.weight())); err != nil {
 		return err
 	}
 	mem := "max"
 	if r.MemoryBytes > 0 {
 		mem = strconv.FormatInt(r.MemoryBytes, 10)
 	}
-	if err := c.set.put(c.held.write, c.file("memory.max"), mem); err != nil {
+	if err := c.set.put(c.held, c.file("memory.max"), mem); err != nil {
 		return err
 	}
 	// No swap at all, limit or not: v2 counts swap apart from memory.max,
 	// so any swap allowance would be memory beyond the limit. The file is
 	// missing when the kernel has no swap support.
 	if swap := c.file("memory.swap.max"); c.set[swap] != "0" && exists(swap) {
-		if err := c.set.put(c.held.write, swap, "0"); err != nil {
+		if err := c.set.put(c.held, swap, "0"); err != nil {
 			return err
 		}
 	}
@@ -241,7 +241,7 @@ func (c *v2Cgroup) Set(r Resources) error {
 	if r.Pids > 0 {
 		pids = strconv.Itoa(r.Pids)
 	}
-	return c.set.put(c.held.write, c.file("pids.max"), pids)
+	return c.set.put(c.held, c.file("pids.max"), pids)
 }
 
 func (c *v2Cgroup) Add(pid int) error {
