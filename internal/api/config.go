@@ -212,12 +212,14 @@ func (c Config) Validate() error {
 // memory bound keeps the runs at /v1/exec's default limit (512 MiB) from
 // taking more than half of a small host.
 func DefaultSlots() int {
-	slots := 4 * runtime.NumCPU()
 	var si unix.Sysinfo_t
-	if unix.Sysinfo(&si) == nil {
-		if gib := int(uint64(si.Totalram) * uint64(si.Unit) >> 30); gib < slots {
-			slots = max(gib, 1)
-		}
+	if unix.Sysinfo(&si) != nil {
+		return 4 * runtime.NumCPU()
 	}
-	return slots
+	return slotsFor(runtime.NumCPU(), uint64(si.Totalram)*uint64(si.Unit))
+}
+
+// slotsFor is DefaultSlots on a host with cpus CPUs and memory bytes.
+func slotsFor(cpus int, memory uint64) int {
+	return max(min(4*cpus, int(memory>>30)), 1)
 }

@@ -326,3 +326,25 @@ func TestPaymentFailureIsTheAPIsError(t *testing.T) {
 		t.Fatalf("got %d %s (Retry-After %q), want 503 %s with Retry-After", rec.Code, rec.Body, rec.Header().Get("Retry-After"), want)
 	}
 }
+
+// Four runs a CPU, never more than one a GiB of memory, at least one.
+func TestSlotsFor(t *testing.T) {
+	for _, c := range []struct {
+		cpus   int
+		memory uint64
+		want   int
+	}{
+		{2, 24 << 30, 8},
+		{2, 4 << 30, 4},
+		{64, 16 << 30, 16},
+		{1, 512 << 20, 1},
+		{4, 16<<30 - 1, 15},
+	} {
+		if got := slotsFor(c.cpus, c.memory); got != c.want {
+			t.Errorf("slotsFor(%d, %d) = %d, want %d", c.cpus, c.memory, got, c.want)
+		}
+	}
+	if DefaultSlots() < 1 {
+		t.Fatalf("DefaultSlots() = %d", DefaultSlots())
+	}
+}
