@@ -60,13 +60,15 @@ type Zygote struct {
 	userBase uint32 // host id of the zygote's uid UID
 	// nslots is how many child slots z has: a slot's child runs its job
 	// as uid UID+slot and its pid 1 as UID+nslots+slot. free holds a
-	// token for each free slot; freeSlots are their numbers, the last
-	// freed on top, so that a slot freed is the next one taken and z uses
-	// as few slots (each keeping a cgroup, see spare) as its load needs.
+	// token for each free slot. freeMu guards freeSlots, the free slots,
+	// the last freed on top, so that a slot freed is the next one taken
+	// and z uses as few slots as its load needs: each keeps the cgroup its
+	// last child had, Reset, for the next (see Warm.destroy). freeSlots is
+	// nil once Close has destroyed those cgroups.
 	nslots    int
 	free      chan struct{}
 	freeMu    sync.Mutex
-	freeSlots []int
+	freeSlots []freeSlot
 	log       *capture // the zygote's own stderr, for the log if it dies
 
 	// Preimported lists every module the pre-imports loaded.
@@ -93,13 +95,6 @@ type Zygote struct {
 	dead    chan struct{} // closed when the zygote is gone
 	closing sync.Once
 	closed  chan struct{} // closed when Close has removed the sandbox
-
-	// spareMu guards spare: for each slot whose last child is gone, its
-	// cgroup, emptied and Reset for the slot's next child (see
-	// Warm.destroy): made once per slot rather than once per job. Nil
-	// once Close has destroyed them.
-	spareMu sync.Mutex
-	spare   map[int]cgroup.Cgroup
 
 	forks   atomic.Int64   // children forked so far
 	live    sync.WaitGroup // children not yet destroyed
@@ -173,7 +168,6 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		free:    make(chan struct{}, cfg.Slots),
 		replies: make(chan warm.Msg, 1),
 		exits:   make(map[int]chan uint32),
-		spare:   make(map[int]cgroup.Cgroup),
 		dead:    make(chan struct{}),
 		closed:  make(chan struct{}),
 	}
@@ -182,8 +176,9 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 			z.Close()
 		}
 	}()
+	z.freeSlots = make([]freeSlot, 0, cfg.Slots)
 	for i := cfg.Slots - 1; i >= 0; i-- {
-		z.releaseSlot(i)
+		z.releaseSlot(i, nil)
 	}
 	job := nsinit.Job{
 		Path:        e.runtime.Path,
@@ -402,73 +397,68 @@ func (z *Zygote) Close() {
 	z.closing.Do(func() {
 		z.ctrl.Close()
 		z.sb.destroy()
-		z.spareMu.Lock()
-		spare := z.spare
-		z.spare = nil
-		z.spareMu.Unlock()
-		for _, cg := range spare {
-			if err := cg.Destroy(); err != nil {
-				z.e.log.Error("destroy warm slot cgroup", "cgroup", cg.Path(), "err", err)
+		z.freeMu.Lock()
+		free := z.freeSlots
+		z.freeSlots = nil
+		z.freeMu.Unlock()
+		for _, f := range free {
+			if f.cg == nil {
+				continue
+			}
+			if err := f.cg.Destroy(); err != nil {
+				z.e.log.Error("destroy warm slot cgroup", "cgroup", f.cg.Path(), "err", err)
 			}
 		}
 		close(z.closed)
 	})
 }
 
-// takeSlot waits for a free slot and takes the one freed last.
-func (z *Zygote) takeSlot(ctx context.Context) (int, error) {
+// freeSlot is a free child slot and the cgroup its last child had, reset
+// for the next; nil if it has none.
+type freeSlot struct {
+	slot int
+	cg   cgroup.Cgroup
+}
+
+// takeSlot waits for a free slot and takes the one freed last, with its
+// cgroup if it kept one.
+func (z *Zygote) takeSlot(ctx context.Context) (freeSlot, error) {
 	select {
 	case <-z.free:
 	case <-z.dead:
-		return 0, errors.New("zygote died")
+		return freeSlot{}, errors.New("zygote died")
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return freeSlot{}, ctx.Err()
 	}
 	z.freeMu.Lock()
 	defer z.freeMu.Unlock()
-	slot := z.freeSlots[len(z.freeSlots)-1]
+	if len(z.freeSlots) == 0 {
+		return freeSlot{}, errors.New("zygote closed")
+	}
+	f := z.freeSlots[len(z.freeSlots)-1]
 	z.freeSlots = z.freeSlots[:len(z.freeSlots)-1]
-	return slot, nil
+	return f, nil
 }
 
-// releaseSlot frees slot for the next child.
-func (z *Zygote) releaseSlot(slot int) {
+// releaseSlot frees slot for the next child, with cg, its last child's
+// cgroup, when that could be Reset (else nil). Once z is closed, cg is
+// destroyed instead.
+func (z *Zygote) releaseSlot(slot int, cg cgroup.Cgroup) {
 	z.freeMu.Lock()
-	z.freeSlots = append(z.freeSlots, slot)
+	closed := z.freeSlots == nil
+	if !closed {
+		z.freeSlots = append(z.freeSlots, freeSlot{slot, cg})
+	}
 	z.freeMu.Unlock()
-	z.free <- struct{}{}
-}
-
-// takeCgroup returns slot's spare cgroup, or nil if it has none.
-func (z *Zygote) takeCgroup(slot int) cgroup.Cgroup {
-	z.spareMu.Lock()
-	defer z.spareMu.Unlock()
-	cg := z.spare[slot]
-	delete(z.spare, slot)
-	return cg
-}
-
-// keepCgroup resets cg, the cgroup of slot's child that is gone, and keeps
-// it for the slot's next child. It reports false, and leaves cg to its
-// caller to destroy, when cg cannot be reset (see cgroup.Cgroup.Reset) or
-// z is closed.
-func (z *Zygote) keepCgroup(slot int, cg cgroup.Cgroup) bool {
-	if err := cg.Reset(); err != nil {
-		// Not a failure: the slot makes a new cgroup, as it would without
-		// reuse. Now and then a little more memory than resetSlack stays
-		// charged after the reclaim (the soak saw 1.3 MiB once in 90 runs).
-		if !errors.Is(err, cgroup.ErrNotReusable) {
-			z.e.log.Debug("warm slot cgroup not reused", "cgroup", cg.Path(), "err", err)
+	if closed {
+		if cg != nil {
+			if err := cg.Destroy(); err != nil {
+				z.e.log.Error("destroy warm slot cgroup", "cgroup", cg.Path(), "err", err)
+			}
 		}
-		return false
+		return
 	}
-	z.spareMu.Lock()
-	defer z.spareMu.Unlock()
-	if z.spare == nil {
-		return false
-	}
-	z.spare[slot] = cg
-	return true
+	z.free <- struct{}{}
 }
 
 // Closed is closed once Close has removed the zygote sandbox.
