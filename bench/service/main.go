@@ -29,9 +29,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -319,18 +317,6 @@ func startServer(bin, tmp, name string, extra ...string) (*server, error) {
 
 // exec posts code to /v1/exec and returns the round trip.
 func (s *server) exec(code string) (time.Duration, error) {
-	body, _ := json.Marshal(map[string]string{"code": code, "language": "python"})
-	t := time.Now()
-	resp, err := s.Client.Post(s.URL+"/v1/exec", "application/json", bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	d := time.Since(t)
-	if err != nil {
-		return 0, err
-	}
 	var out struct {
 		Success bool `json:"success"`
 		Result  struct {
@@ -338,8 +324,12 @@ func (s *server) exec(code string) (time.Duration, error) {
 			Stderr   string `json:"stderr"`
 		} `json:"result"`
 	}
-	if resp.StatusCode != 200 || json.Unmarshal(b, &out) != nil || !out.Success || out.Result.ExitCode != 0 {
-		return 0, fmt.Errorf("POST /v1/exec: %d %s", resp.StatusCode, b)
+	d, err := s.Post("/v1/exec", map[string]string{"code": code, "language": "python"}, &out)
+	if err != nil {
+		return 0, err
+	}
+	if !out.Success || out.Result.ExitCode != 0 {
+		return 0, fmt.Errorf("POST /v1/exec: exit %d, stderr %q", out.Result.ExitCode, out.Result.Stderr)
 	}
 	return d, nil
 }
