@@ -202,7 +202,8 @@ func (c Config) Validate() error {
 }
 
 // DefaultSlots is how many runs execute at once unless configured: four a
-// CPU, and at most one for each GiB of the host's memory (at least one).
+// CPU, but no more than one for each GiB of the host's memory, and never
+// fewer than one a CPU (the default before).
 //
 // A run's path passes through several processes (boxer, the zygote, the
 // warm child) and waits on each in turn, so one run a CPU leaves the CPUs
@@ -210,7 +211,8 @@ func (c Config) Validate() error {
 // rate of print(2+2) at concurrency 16 was 2.0 and 2.1 times a bare
 // python3's with 2 slots, 2.2 with 4, 2.2 and 2.4 with 6, 2.5 with 8. The
 // memory bound keeps the runs at /v1/exec's default limit (512 MiB) from
-// taking more than half of a small host.
+// taking more than half of a small host; it never takes a host below one
+// run a CPU (a 2-CPU guest with 1.5 GiB had got a single slot).
 func DefaultSlots() int {
 	var si unix.Sysinfo_t
 	if unix.Sysinfo(&si) != nil {
@@ -221,5 +223,5 @@ func DefaultSlots() int {
 
 // slotsFor is DefaultSlots on a host with cpus CPUs and memory bytes.
 func slotsFor(cpus int, memory uint64) int {
-	return max(min(4*cpus, int(memory>>30)), 1)
+	return max(min(4*cpus, int(memory>>30)), cpus, 1)
 }

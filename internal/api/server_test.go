@@ -327,7 +327,8 @@ func TestPaymentFailureIsTheAPIsError(t *testing.T) {
 	}
 }
 
-// Four runs a CPU, never more than one a GiB of memory, at least one.
+// Four runs a CPU, no more than one a GiB of memory, but never fewer than
+// one a CPU.
 func TestSlotsFor(t *testing.T) {
 	for _, c := range []struct {
 		cpus   int
@@ -336,8 +337,9 @@ func TestSlotsFor(t *testing.T) {
 	}{
 		{2, 24 << 30, 8},
 		{2, 4 << 30, 4},
-		{64, 16 << 30, 16},
+		{64, 16 << 30, 64},
 		{1, 512 << 20, 1},
+		{2, 1536 << 20, 2},
 		{4, 16<<30 - 1, 15},
 	} {
 		if got := slotsFor(c.cpus, c.memory); got != c.want {
