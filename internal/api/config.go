@@ -212,7 +212,8 @@ func (c Config) Validate() error {
 // python3's with 2 slots, 2.2 with 4, 2.2 and 2.4 with 6, 2.5 with 8. The
 // memory bound keeps the runs at /v1/exec's default limit (512 MiB) from
 // taking more than half of a small host; it never takes a host below one
-// run a CPU (a 2-CPU guest with 1.5 GiB had got a single slot).
+// run a CPU (a 2-CPU qemu guest of 2 GiB, a little less usable, had got
+// a single slot).
 func DefaultSlots() int {
 	var si unix.Sysinfo_t
 	if unix.Sysinfo(&si) != nil {

@@ -339,7 +339,7 @@ func TestSlotsFor(t *testing.T) {
 		{2, 4 << 30, 4},
 		{64, 16 << 30, 64},
 		{1, 512 << 20, 1},
-		{2, 1536 << 20, 2},
+		{2, 2<<30 - 64<<20, 2},
 		{4, 16<<30 - 1, 15},
 	} {
 		if got := slotsFor(c.cpus, c.memory); got != c.want {
