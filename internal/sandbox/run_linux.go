@@ -182,7 +182,13 @@ type runIO struct {
 // and closes the three files.
 func startIO(stdin, stdout, stderr *os.File, input []byte, limit int64) *runIO {
 	io := &runIO{stdout: startCapture(stdout, limit), stderr: startCapture(stderr, limit)}
-	go feedStdin(stdin, input)
+	if len(input) == 0 {
+		// Most jobs have no input: EOF at once, without a goroutine (and
+		// the scheduler's wake-ups it costs) to say so.
+		_ = stdin.Close()
+	} else {
+		go feedStdin(stdin, input)
+	}
 	return io
 }
 
@@ -220,9 +226,7 @@ func feedStdin(w interface {
 	Write([]byte) (int, error)
 	Close() error
 }, data []byte) {
-	if len(data) > 0 {
-		_, _ = w.Write(data)
-	}
+	_, _ = w.Write(data)
 	_ = w.Close()
 }
 

@@ -203,15 +203,8 @@ func (w *Warm) recv(ctx context.Context) (childMsg, error) {
 	}
 	_ = w.conn.SetReadDeadline(deadline)
 	// A dead zygote takes the child with it; do not wait out the deadline.
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		select {
-		case <-w.z.dead:
-			_ = w.conn.SetReadDeadline(time.Now())
-		case <-stop:
-		}
-	}()
+	stop := context.AfterFunc(w.z.deadCtx, func() { _ = w.conn.SetReadDeadline(time.Now()) })
+	defer stop()
 	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(unix.SizeofUcred)+unix.CmsgSpace(4*4))
 	n, oobn, _, _, err := w.conn.ReadMsgUnix(buf, oob)
 	var m childMsg

@@ -93,8 +93,12 @@ type Zygote struct {
 	mu      sync.Mutex    // guards exits
 	exits   map[int]chan uint32
 	dead    chan struct{} // closed when the zygote is gone
-	closing sync.Once
-	closed  chan struct{} // closed when Close has removed the sandbox
+	// deadCtx is cancelled when dead is closed: a wait registers on it
+	// with context.AfterFunc, which costs no goroutine per wait.
+	deadCtx  context.Context
+	markDead context.CancelFunc
+	closing  sync.Once
+	closed   chan struct{} // closed when Close has removed the sandbox
 
 	forks   atomic.Int64   // children forked so far
 	live    sync.WaitGroup // children not yet destroyed
@@ -171,6 +175,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		dead:    make(chan struct{}),
 		closed:  make(chan struct{}),
 	}
+	z.deadCtx, z.markDead = context.WithCancel(context.Background())
 	defer func() {
 		if retErr != nil {
 			z.Close()
@@ -272,6 +277,7 @@ func (z *Zygote) read() {
 		}
 		z.mu.Unlock()
 		close(z.dead)
+		z.markDead()
 	}()
 	buf := make([]byte, 1<<16)
 	for {
