@@ -1,6 +1,6 @@
 // Command boxer runs untrusted Python in disposable, kernel-isolated
-// sandboxes, from the command line (run), as an HTTP service (serve), and
-// checks that a host can do so safely (doctor).
+// sandboxes, from the command line (run), as an HTTP service (serve), as an
+// agent's MCP tool (mcp), and checks that a host can do so safely (doctor).
 package main
 
 import (
@@ -21,7 +21,8 @@ const usage = `usage: boxer <command> [flags]
 
 commands:
   run      run a local Python script in a sandbox
-  serve    serve the HTTP API
+  serve    serve the HTTP API (and MCP at /mcp)
+  mcp      speak MCP on stdin and stdout, for an agent that starts boxer as a tool
   doctor   check that this host can isolate programs safely
   version  print the version
 
@@ -56,6 +57,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return cmdDoctor(ctx, args[1:], stdout, stderr)
 	case "serve":
 		return cmdServe(ctx, args[1:], stdout, stderr)
+	case "mcp":
+		return cmdMCP(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "boxer", version)
 		return 0

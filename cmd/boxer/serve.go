@@ -17,6 +17,7 @@ import (
 
 	"boxer/internal/api"
 	"boxer/internal/api/prommetrics"
+	"boxer/internal/mcpserver"
 	"boxer/internal/pool"
 	"boxer/internal/sandbox"
 	"boxer/internal/store"
@@ -28,8 +29,8 @@ import (
 const serveUsage = `usage: boxer serve [flags]
 
 Serves boxer's HTTP API: POST /v1/exec, POST /v1/run-python,
-GET /v1/jobs/{job_id}, GET /v1/health, /healthz, /readyz (and /metrics
-with --metrics). Every flag can also be given as the environment variable
+GET /v1/jobs/{job_id}, GET /v1/health, /healthz, /readyz, MCP at /mcp
+(and /metrics with --metrics). Every flag can also be given as the environment variable
 named in its description; a flag wins.
 
 Before serving, boxer runs the same isolation self-test as 'boxer doctor'
@@ -42,6 +43,7 @@ type serveConfig struct {
 	DataDir       string
 	LogLevel      string
 	Metrics       bool
+	MCP           bool
 	ShutdownGrace time.Duration
 	MaxConns      int
 	Engine        *sandbox.Config
@@ -61,6 +63,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.str(&c.DataDir, "data-dir", "BOXER_DATA_DIR", "boxer-data", "directory for the database (job records, health figures, used payments)")
 	ef.str(&c.LogLevel, "log-level", "BOXER_LOG_LEVEL", "info", "debug, info, warn or error")
 	ef.boolean(&c.Metrics, "metrics", "BOXER_METRICS", false, "serve Prometheus metrics at /metrics")
+	ef.boolean(&c.MCP, "mcp", "BOXER_MCP", true, "serve the MCP tools (run_python, exec) at /mcp, streamable HTTP")
 	ef.str(&c.DebugAddr, "debug-addr", "BOXER_DEBUG_ADDR", "", "serve Go's profiles (/debug/pprof/) on this address, apart from the API; keep it on loopback")
 	ef.integer(&c.MaxConns, "max-conns", "BOXER_MAX_CONNS", 1024, "most client connections open at once; more wait to be accepted")
 	ef.duration(&c.ShutdownGrace, "shutdown-grace", "BOXER_SHUTDOWN_GRACE", 35*time.Second, "on SIGTERM, how long runs in flight may finish before they are killed")
@@ -123,12 +126,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if !ef.parse(args) {
 		return 2
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		fmt.Fprintln(stderr, "boxer serve: --log-level:", err)
+	log, err := jsonLogger(cfg.LogLevel, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "boxer serve:", err)
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	m := &Main{cfg: cfg, log: log}
 	if err := m.Run(ctx); err != nil {
 		log.Error("boxer serve", "err", err)
@@ -144,6 +146,16 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
+// jsonLogger is the log of boxer serve and boxer mcp: JSON lines on w, at
+// level ("debug", "info", "warn" or "error").
+func jsonLogger(level string, w io.Writer) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
 // Main is a running boxer service: the parts, wired, and how to stop them.
 type Main struct {
 	cfg *serveConfig
@@ -153,6 +165,7 @@ type Main struct {
 	engine   *sandbox.Engine
 	pool     *pool.Pool
 	api      *api.Server
+	mcp      *mcpserver.Server
 	http     *http.Server
 	listener net.Listener
 	served   chan error
@@ -235,14 +248,24 @@ func (m *Main) Run(ctx context.Context) error {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(c.API.AnswerBudgetBytes + 256<<20)
 	}
-	var handler http.Handler = m.api
-	if c.Metrics {
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", prommetrics.Handler(reg))
-		mux.Handle("/", m.api)
-		handler = mux
+	m.mcp, err = mcpserver.New(mcpserver.Config{API: m.api, Version: version, Logger: m.log, Priced: payments.Enabled()})
+	if err != nil {
+		return err
 	}
-	m.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	if c.Addr == "" { // boxer mcp: stdio only
+		return nil
+	}
+	mux := http.NewServeMux()
+	if c.Metrics {
+		mux.Handle("GET /metrics", prommetrics.Handler(reg))
+	}
+	if c.MCP {
+		// A tool call carries at most a /v1/run-python body, inside its
+		// JSON-RPC envelope.
+		mux.Handle("/mcp", m.mcp.HTTPHandler(c.API.MaxRunBodyBytes+64<<10, m.log))
+	}
+	mux.Handle("/", m.api)
+	m.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return err

@@ -73,12 +73,13 @@ func execJob(req *execRequest, limits boxer.Limits) *boxer.Job {
 
 type execResponse struct {
 	Success bool       `json:"success"`
-	Result  execResult `json:"result"`
+	Result  ExecResult `json:"result"`
 }
 
-// execResult keeps the seed's five fields first and in the seed's order;
-// boxer's extras follow in the same camelCase style.
-type execResult struct {
+// ExecResult is /v1/exec's result (and the MCP exec tool's). It keeps the
+// seed's five fields first and in the seed's order; boxer's extras follow
+// in the same camelCase style.
+type ExecResult struct {
 	Stdout     string `json:"stdout"`
 	Stderr     string `json:"stderr"`
 	ExitCode   int    `json:"exitCode"`
@@ -93,10 +94,11 @@ type execResult struct {
 	CPUTimeMs       int64        `json:"cpuTimeMs"`
 	MemoryPeakBytes int64        `json:"memoryPeakBytes"`
 	Signal          *string      `json:"signal"` // null when the program exited
-	Timing          execTiming   `json:"timing"`
+	Timing          ExecTiming   `json:"timing"`
 }
 
-type execTiming struct {
+// ExecTiming is where a run's time went, in milliseconds.
+type ExecTiming struct {
 	QueueMs   int64 `json:"queueMs"`
 	AcquireMs int64 `json:"acquireMs"`
 	RunMs     int64 `json:"runMs"`
@@ -111,7 +113,7 @@ type execTiming struct {
 func newExecResponse(res *boxer.Result) execResponse {
 	return execResponse{
 		Success: true,
-		Result: execResult{
+		Result: ExecResult{
 			Stdout:          string(res.Stdout.Data),
 			Stderr:          string(res.Stderr.Data),
 			ExitCode:        res.ExitCode,
@@ -125,7 +127,7 @@ func newExecResponse(res *boxer.Result) execResponse {
 			CPUTimeMs:       res.CPU.Milliseconds(),
 			MemoryPeakBytes: res.MemoryPeak,
 			Signal:          signalOf(res),
-			Timing: execTiming{
+			Timing: ExecTiming{
 				QueueMs:   res.Timing.Queue.Milliseconds(),
 				AcquireMs: res.Timing.Acquire.Milliseconds(),
 				RunMs:     res.Timing.Run.Milliseconds(),

@@ -22,18 +22,19 @@ type RunResponse struct {
 	DurationMs       int64             `json:"duration_ms"`
 	StdoutTruncated  bool              `json:"stdout_truncated"`
 	StderrTruncated  bool              `json:"stderr_truncated"`
-	Artifacts        []runArtifact     `json:"artifacts"`
-	MissingArtifacts []missingArtifact `json:"missing_artifacts"`
+	Artifacts        []RunArtifact     `json:"artifacts"`
+	MissingArtifacts []MissingArtifact `json:"missing_artifacts"`
 
 	Status          boxer.Status `json:"status"`
 	OOMKills        int64        `json:"oom_kills"`
 	Signal          *string      `json:"signal"` // null when the program exited
 	CPUTimeMs       int64        `json:"cpu_time_ms"`
 	MemoryPeakBytes int64        `json:"memory_peak_bytes"`
-	Timing          runTiming    `json:"timing"`
+	Timing          RunTiming    `json:"timing"`
 }
 
-type runArtifact struct {
+// RunArtifact is a file the program left at one of artifact_paths.
+type RunArtifact struct {
 	Path     string `json:"path"`
 	Size     int64  `json:"size"`
 	Encoding string `json:"encoding"` // "utf-8" or "base64"
@@ -41,12 +42,14 @@ type runArtifact struct {
 	SHA256   string `json:"sha256"`
 }
 
-type missingArtifact struct {
+// MissingArtifact is an artifact path that gave no file, and why.
+type MissingArtifact struct {
 	Path   string `json:"path"`
 	Reason string `json:"reason"`
 }
 
-type runTiming struct {
+// RunTiming is where a run's time went, in milliseconds.
+type RunTiming struct {
 	QueueMs   int64 `json:"queue_ms"`
 	AcquireMs int64 `json:"acquire_ms"`
 	RunMs     int64 `json:"run_ms"`
@@ -76,14 +79,14 @@ func NewRunResponse(jobID string, res *boxer.Result) RunResponse {
 		DurationMs:       res.Wall.Milliseconds(),
 		StdoutTruncated:  res.Stdout.Truncated,
 		StderrTruncated:  res.Stderr.Truncated,
-		Artifacts:        make([]runArtifact, 0, len(res.Artifacts)),
-		MissingArtifacts: make([]missingArtifact, 0, len(res.MissingArtifacts)),
+		Artifacts:        make([]RunArtifact, 0, len(res.Artifacts)),
+		MissingArtifacts: make([]MissingArtifact, 0, len(res.MissingArtifacts)),
 		Status:           res.Status,
 		OOMKills:         res.OOMKills,
 		Signal:           signalOf(res),
 		CPUTimeMs:        res.CPU.Milliseconds(),
 		MemoryPeakBytes:  res.MemoryPeak,
-		Timing: runTiming{
+		Timing: RunTiming{
 			QueueMs:   res.Timing.Queue.Milliseconds(),
 			AcquireMs: res.Timing.Acquire.Milliseconds(),
 			RunMs:     res.Timing.Run.Milliseconds(),
@@ -91,7 +94,7 @@ func NewRunResponse(jobID string, res *boxer.Result) RunResponse {
 		},
 	}
 	for _, a := range res.Artifacts {
-		art := runArtifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256}
+		art := RunArtifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256}
 		if art.SHA256 == "" { // the engine's job; a cheap safeguard
 			sum := sha256.Sum256(a.Content)
 			art.SHA256 = hex.EncodeToString(sum[:])
@@ -104,7 +107,7 @@ func NewRunResponse(jobID string, res *boxer.Result) RunResponse {
 		out.Artifacts = append(out.Artifacts, art)
 	}
 	for _, m := range res.MissingArtifacts {
-		out.MissingArtifacts = append(out.MissingArtifacts, missingArtifact(m))
+		out.MissingArtifacts = append(out.MissingArtifacts, MissingArtifact(m))
 	}
 	return out
 }

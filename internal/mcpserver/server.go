@@ -1,0 +1,154 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"boxer"
+	"boxer/internal/api"
+)
+
+// Config is what the MCP server needs.
+type Config struct {
+	// API is boxer's HTTP API: the api.Server in process, or a proxy to a
+	// remote boxer. Tool calls are requests to it.
+	API http.Handler
+	// Version is boxer's, reported to clients at initialization.
+	Version string
+	// Logger receives the SDK's own log. Nil: discarded.
+	Logger *slog.Logger
+	// Priced says calls may be charged (x402): a tool's structured result
+	// may then be x402's PaymentRequired instead, and the output schemas
+	// say so, as clients check a result against them even when it is an
+	// error.
+	Priced bool
+}
+
+// Server is boxer's MCP server: its tools, bound to an API.
+type Server struct {
+	mcp *mcp.Server
+	api http.Handler
+}
+
+// New makes the MCP server and registers its tools.
+func New(cfg Config) (*Server, error) {
+	if cfg.API == nil {
+		return nil, errors.New("mcpserver: no API to call")
+	}
+	s := &Server{api: cfg.API}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "boxer", Title: "boxer: untrusted Python in a disposable sandbox", Version: cfg.Version},
+		&mcp.ServerOptions{Logger: cfg.Logger, Instructions: instructions})
+	for _, t := range []struct {
+		tool    *mcp.Tool
+		in, out any
+		h       toolHandler
+	}{
+		{&mcp.Tool{Name: "run_python", Title: "Run Python files", Description: runPythonDescription}, RunPythonInput{}, api.RunResponse{}, s.runPython},
+		{&mcp.Tool{Name: "exec", Title: "Run a Python snippet", Description: execDescription}, ExecInput{}, api.ExecResult{}, s.exec},
+	} {
+		if err := s.add(t.tool, t.in, t.out, cfg.Priced, t.h); err != nil {
+			return nil, fmt.Errorf("mcpserver: tool %s: %w", t.tool.Name, err)
+		}
+	}
+	return s, nil
+}
+
+// MCP is the SDK's server, for a transport to run (stdio) or serve.
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// HTTPHandler serves the streamable HTTP transport. It is stateless: each
+// POST is a whole exchange, so any boxer node behind a load balancer can
+// answer any call, and nothing is kept between calls. maxBody bounds a
+// request (a tool call carries at most a /v1/run-python body and its
+// JSON-RPC envelope).
+func (s *Server) HTTPHandler(maxBody int64, log *slog.Logger) http.Handler {
+	return withOrigin(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+		Stateless:                    true,
+		JSONResponse:                 true,
+		Logger:                       log,
+		MaxRequestBodyBytes:          maxBody,
+		PropagateRequestCancellation: true,
+	}))
+}
+
+// toolHandler turns a tool call's checked arguments into its result.
+type toolHandler func(ctx context.Context, req *mcp.CallToolRequest, args json.RawMessage) (*mcp.CallToolResult, error)
+
+// add registers a tool whose arguments are checked against in's schema
+// before h sees them, and whose structured result is out's.
+func (s *Server) add(t *mcp.Tool, in, out any, priced bool, h toolHandler) error {
+	inSchema, err := jsonschema.ForType(typeOf(in), &jsonschema.ForOptions{})
+	if err != nil {
+		return err
+	}
+	resolved, err := inSchema.Resolve(nil)
+	if err != nil {
+		return err
+	}
+	outSchema, err := jsonschema.ForType(typeOf(out), &jsonschema.ForOptions{})
+	if err != nil {
+		return err
+	}
+	if priced {
+		outSchema = &jsonschema.Schema{Type: "object", AnyOf: []*jsonschema.Schema{outSchema, paymentRequiredSchema()}}
+	}
+	t.InputSchema, t.OutputSchema = inSchema, outSchema
+	s.mcp.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args := req.Params.Arguments
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		var v any
+		if err := json.Unmarshal(args, &v); err != nil {
+			return toolError(boxer.ECodeInvalidRequest, "arguments are not JSON: "+err.Error()), nil
+		}
+		if err := resolved.Validate(v); err != nil {
+			return toolError(boxer.ECodeInvalidRequest, "arguments: "+err.Error()), nil
+		}
+		return h(ctx, req, args)
+	})
+	return nil
+}
+
+// paymentRequiredSchema is the shape of x402's PaymentRequired, as much of
+// it as a client needs to tell it from a result.
+func paymentRequiredSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{
+		Type:        "object",
+		Description: "x402 PaymentRequired: pay one of accepts and call again with the payment in _meta[\"x402/payment\"]",
+		Required:    []string{"x402Version", "accepts"},
+		Properties: map[string]*jsonschema.Schema{
+			"x402Version": {Type: "integer"},
+			"error":       {Type: "string"},
+			"resource":    {Type: "object"},
+			"accepts":     {Type: "array", Items: &jsonschema.Schema{Type: "object"}},
+			"extensions":  {Type: "object"},
+		},
+	}
+}
+
+// toolError is a failed tool call whose text starts with the stable code.
+func toolError(code, msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}}}
+}
+
+const instructions = `boxer runs untrusted Python 3 in a disposable Linux sandbox: no network, ` +
+	`a read-only system, hard limits on CPU, memory, processes, time and output. ` +
+	`Use exec for a snippet and run_python for files, stdin, a command such as ` +
+	`"python -m pytest", limits, or files to bring back (artifact_paths). ` +
+	`Every call starts from a clean sandbox: nothing persists between calls.`
+
+const runPythonDescription = `Runs Python files in a fresh sandbox (no network) and returns exit code, ` +
+	`stdout, stderr and the files named in artifact_paths; PNG artifacts are also shown as images. ` +
+	`Give code (saved as main.py and run as "python main.py") or files, or both. ` +
+	`A program that fails, times out or runs out of memory is still a result: read status and exit_code.`
+
+const execDescription = `Runs a Python snippet in a fresh sandbox (no network) and returns stdout, ` +
+	`stderr, exit code and status. For files, stdin, a command or artifacts use run_python.`
