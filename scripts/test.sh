@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up this Debian/Ubuntu host for the tests and runs every check and
-# test: gofmt and vet, the x402 end-to-end test with the protocol's official
-# client, each fuzz target briefly, the soak at CI size, go test, and the
+# test: gofmt and vet, the x402 and MCP end-to-end tests with the protocols'
+# official clients, each fuzz target briefly, the soak at CI size, go test, and the
 # quick suite in cgroup-v2 qemu guests (test/guest). Needs
 # root (the tests run real sandboxes). FUZZTIME, SOAK_N and SOAK_C size
 # the fuzzing and the soak.
@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh --test
 
-unformatted=$(gofmt -l $(find . -name '*.go' -not -path './test/x402e2e/node_modules/*'))
+unformatted=$(gofmt -l $(find . -name '*.go' -not -path './test/*/node_modules/*'))
 if [ -n "$unformatted" ]; then
   echo "gofmt needed: $unformatted"
   exit 1
@@ -17,6 +17,7 @@ fi
 go vet ./...
 
 ./test/x402e2e/run.sh
+./test/mcpe2e/run.sh
 
 # A count, not a duration: with a duration, Go 1.26's fuzzing coordinator
 # can fail a target with a bare "context deadline exceeded" when its time
