@@ -59,6 +59,11 @@ type Pool struct {
 	// a job to lanes[0].
 	topNames []string
 
+	// missingMu guards missing: the pre-imports found not installed, each
+	// warned of once (a rotated zygote finds them missing again).
+	missingMu sync.Mutex
+	missing   map[string]bool
+
 	stop     chan struct{}
 	closed   sync.WaitGroup
 	spent    sync.WaitGroup // children being destroyed after their job
@@ -144,6 +149,7 @@ func (l *lane) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
 		MemoryBytes: l.p.cfg.ZygoteMemoryBytes,
 	})
 	if err == nil {
+		l.p.warnMissing(z.Missing)
 		l.p.log.Info("warm pool zygote ready", "lane", l.name, "preimports", l.preImports,
 			"modules_loaded", len(z.Preimported), "learned_pages", z.LearnedPages, "pinned_pages", z.PinnedPages, "huge_text_bytes", z.HugeText, "took", time.Since(t).Round(time.Millisecond))
 		switch {
@@ -453,4 +459,45 @@ func (p *Pool) Close() {
 		}
 		l.mu.Unlock()
 	}
+}
+
+// warnMissing warns once of each pre-import a zygote could not import: it
+// serves without it, and a job that imports it fails as it would under a
+// bare python3.
+func (p *Pool) warnMissing(mods []string) {
+	p.missingMu.Lock()
+	defer p.missingMu.Unlock()
+	for _, m := range mods {
+		if p.missing[m] {
+			continue
+		}
+		if p.missing == nil {
+			p.missing = map[string]bool{}
+		}
+		p.missing[m] = true
+		pkg := DebianPackage(m)
+		p.log.Warn("a pre-import is not installed: serving without it (--pool-preimport)", "module", m,
+			"debian_package", pkg, "fix", "apt-get install "+pkg+", then restart boxer")
+	}
+}
+
+// DebianPackage is the Debian package that provides Python module mod:
+// python3- and its top-level name, lower case, as Debian names them (and
+// names the pre-imports boxer defaults to), but for the modules whose
+// package is named otherwise.
+func DebianPackage(mod string) string {
+	top, _, _ := strings.Cut(mod, ".")
+	top = strings.ToLower(top)
+	if pkg, ok := map[string]string{
+		"sklearn":  "python3-sklearn",
+		"yaml":     "python3-yaml",
+		"PIL":      "python3-pil",
+		"pil":      "python3-pil",
+		"bs4":      "python3-bs4",
+		"dateutil": "python3-dateutil",
+		"cv2":      "python3-opencv",
+	}[top]; ok {
+		return pkg
+	}
+	return "python3-" + top
 }

@@ -1,9 +1,11 @@
 package pool
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +20,11 @@ func init() { nsinit.Init() }
 
 func newTestPool(t *testing.T, cfg Config) *Pool {
 	t.Helper()
+	return newTestPoolLog(t, cfg, slog.New(slog.DiscardHandler))
+}
+
+func newTestPoolLog(t *testing.T, cfg Config, log *slog.Logger) *Pool {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the pool runs real sandboxes and needs root")
 	}
@@ -26,7 +33,6 @@ func newTestPool(t *testing.T, cfg Config) *Pool {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	log := slog.New(slog.DiscardHandler)
 	eng, err := sandbox.New(context.Background(), sandbox.Config{StateDir: dir, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -277,6 +283,55 @@ func TestTargetNeverNegative(t *testing.T) {
 		l.inflight = inflight
 		if got := l.target(); got != want {
 			t.Errorf("inflight %d: target %d, want %d", inflight, got, want)
+		}
+	}
+}
+
+// A pre-import that is not installed does not stop the pool: it serves
+// with the others, warns once for each missing one with the Debian package
+// to install, and a job that imports it fails as under a bare python3.
+func TestMissingPreImportWarnsAndServes(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))
+	p := newTestPoolLog(t, Config{Min: 1, Max: 2, PreImports: []string{"json", "boxer_not_installed.sub"}}, log)
+	if got := string(run(t, p, "python", "main.py").Stdout.Data); got != "True\n" {
+		t.Fatalf("json pre-imported: %q, want True", got)
+	}
+	res, err := p.Run(context.Background(), &boxer.Job{Argv: []string{"python", "-c", "import boxer_not_installed"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != boxer.StatusNonzeroExit || !strings.Contains(string(res.Stderr.Data), "ModuleNotFoundError: No module named 'boxer_not_installed'") {
+		t.Fatalf("importing the missing module: %s %q", res.Status, res.Stderr.Data)
+	}
+	p.warnMissing([]string{"boxer_not_installed.sub"}) // as a rotated zygote would
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logs.String(), `"msg":"a pre-import is not installed`); n != 1 ||
+		!strings.Contains(logs.String(), `"module":"boxer_not_installed.sub","debian_package":"python3-boxer_not_installed"`) {
+		t.Fatalf("%d warnings, want one naming the module and its package:\n%s", n, logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+func TestDebianPackage(t *testing.T) {
+	for mod, want := range map[string]string{
+		"numpy": "python3-numpy", "matplotlib.pyplot": "python3-matplotlib", "sklearn.linear_model": "python3-sklearn",
+		"yaml": "python3-yaml", "PIL.Image": "python3-pil", "cv2": "python3-opencv",
+	} {
+		if got := DebianPackage(mod); got != want {
+			t.Errorf("DebianPackage(%q) = %q, want %q", mod, got, want)
 		}
 	}
 }

@@ -71,8 +71,11 @@ type Zygote struct {
 	freeSlots []freeSlot
 	log       *capture // the zygote's own stderr, for the log if it dies
 
-	// Preimported lists every module the pre-imports loaded.
+	// Preimported lists every module the pre-imports loaded; Missing the
+	// pre-imports that could not be imported (not installed), which the
+	// zygote went without.
 	Preimported []string
+	Missing     []string
 	// LearnedPages counts the pages of the zygote that every child copies
 	// right after its fork: those a sample child wrote in its whole life
 	// (see _learn in zygote.py).
@@ -229,7 +232,8 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		if m.Op != warm.OpReady {
 			return nil, fmt.Errorf("zygote: got %q, want ready: %s", m.Op, m.Msg)
 		}
-		z.Preimported, z.LearnedPages, z.PinnedPages, z.HugeText = m.Preimported, m.LearnedPages, m.PinnedPages, m.HugeTextBytes
+		z.Preimported, z.Missing = m.Preimported, m.Missing
+		z.LearnedPages, z.PinnedPages, z.HugeText = m.LearnedPages, m.PinnedPages, m.HugeTextBytes
 		lim.MemoryBytes += int64(cfg.Slots) * int64(m.LearnedPages) * int64(os.Getpagesize())
 		if err := z.sb.cg.Set(resources(lim)); err != nil {
 			return nil, fmt.Errorf("zygote: room for its children's copies: %w", err)

@@ -37,9 +37,15 @@ os.sched_setaffinity(0, (min(_CPUS),))
 _POOLS = ("OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _ENV = {k: os.environ.get(k) for k in _POOLS}
 os.environ.update(dict.fromkeys(_POOLS, "1"))
+# A pre-import that is not installed is left out, not fatal: boxer serves
+# with the modules there are and tells the operator what is missing.
+_MISSING = []
 for _name in _CONFIG[4:]:
     if _name:
-        __import__(_name)
+        try:
+            __import__(_name)
+        except ImportError:
+            _MISSING.append(_name)
 for _k, _v in _ENV.items():  # a job sees the environment a cold run gets
     if _v is None:
         del os.environ[_k]
@@ -120,9 +126,9 @@ def _error(e):
     return {"op": "error", "msg": "%s: %s" % (type(e).__name__, e)}
 
 
-def _zygote_ready(preimported, huge, learned, pinned):
+def _zygote_ready(preimported, missing, huge, learned, pinned):
     """The zygote's OpReady."""
-    return {"op": "ready", "preimported": preimported, "huge_text_bytes": huge,
+    return {"op": "ready", "preimported": preimported, "missing": missing, "huge_text_bytes": huge,
             "learned_pages": learned, "pinned_pages": pinned}
 
 
@@ -633,7 +639,7 @@ def main():
     # and every child (see seccomp.ZygoteSealed).
     _install(_filter(bytes.fromhex(_CONFIG[1])), "seal io_uring")
     speed.plan_copies(learned, pinned)
-    _send(CTRL, _zygote_ready(sorted(_PRE), huge, speed.pages(learned), speed.pages(pinned)))
+    _send(CTRL, _zygote_ready(sorted(_PRE), _MISSING, huge, speed.pages(learned), speed.pages(pinned)))
     _serve(fprog, drop)
 
 
