@@ -44,6 +44,7 @@ type serveConfig struct {
 	LogLevel      string
 	Metrics       bool
 	MCP           bool
+	CORSOrigins   []string
 	ShutdownGrace time.Duration
 	MaxConns      int
 	Engine        *sandbox.Config
@@ -64,6 +65,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.str(&c.LogLevel, "log-level", "BOXER_LOG_LEVEL", "info", "debug, info, warn or error")
 	ef.boolean(&c.Metrics, "metrics", "BOXER_METRICS", false, "serve Prometheus metrics at /metrics")
 	ef.boolean(&c.MCP, "mcp", "BOXER_MCP", true, "serve the MCP tools (run_python, exec) at /mcp, streamable HTTP")
+	ef.list(&c.CORSOrigins, "cors-origins", "BOXER_CORS_ORIGINS", "", "web origins (https://app.example.com, or *) whose pages may call boxer from a browser, comma-separated; none: CORS off")
 	ef.str(&c.DebugAddr, "debug-addr", "BOXER_DEBUG_ADDR", "", "serve Go's profiles (/debug/pprof/) on this address, apart from the API; keep it on loopback")
 	ef.integer(&c.MaxConns, "max-conns", "BOXER_MAX_CONNS", 1024, "most client connections open at once; more wait to be accepted")
 	ef.duration(&c.ShutdownGrace, "shutdown-grace", "BOXER_SHUTDOWN_GRACE", 35*time.Second, "on SIGTERM, how long runs in flight may finish before they are killed")
@@ -265,7 +267,11 @@ func (m *Main) Run(ctx context.Context) error {
 		mux.Handle("/mcp", m.mcp.HTTPHandler(c.API.MaxRunBodyBytes+64<<10, m.log))
 	}
 	mux.Handle("/", m.api)
-	m.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	cors, err := api.NewCORS(c.CORSOrigins)
+	if err != nil {
+		return fmt.Errorf("--cors-origins: %w", err)
+	}
+	m.http = &http.Server{Handler: cors.Handler(mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return err

@@ -238,7 +238,6 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 	} else {
 		buf.header.Set(HeaderPaymentResponse, enc)
 	}
-	buf.header.Set("Access-Control-Expose-Headers", HeaderPaymentResponse)
 	buf.writeTo(w)
 	log.Info("x402: settled", "tx", sr.Transaction)
 	if p.onSettled != nil {
@@ -275,16 +274,14 @@ func (p *Payments) challenge(w http.ResponseWriter, r *http.Request, fail ErrorW
 		return
 	}
 	h.Set(HeaderPaymentRequired, enc)
-	expose := HeaderPaymentRequired
+	// A browser reads both headers only if CORS exposes them (api.CORS).
 	if settle != nil {
 		s := *settle
 		s.ErrorMessage = "" // facilitator detail stays in the log
 		if enc, err := EncodeHeader(s); err == nil {
 			h.Set(HeaderPaymentResponse, enc)
-			expose += ", " + HeaderPaymentResponse
 		}
 	}
-	h.Set("Access-Control-Expose-Headers", expose)
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusPaymentRequired)
