@@ -23,6 +23,7 @@ commands:
   run      run a local Python script in a sandbox
   serve    serve the HTTP API (and MCP at /mcp)
   mcp      speak MCP on stdin and stdout, for an agent that starts boxer as a tool
+  keys     add, list and revoke API keys
   doctor   check that this host can isolate programs safely
   version  print the version
 
@@ -57,6 +58,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return cmdDoctor(ctx, args[1:], stdout, stderr)
 	case "serve":
 		return cmdServe(ctx, args[1:], stdout, stderr)
+	case "keys":
+		return cmdKeys(ctx, args[1:], stdout, stderr)
 	case "mcp":
 		return cmdMCP(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version":

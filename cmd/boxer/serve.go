@@ -45,6 +45,7 @@ type serveConfig struct {
 	Metrics       bool
 	MCP           bool
 	CORSOrigins   []string
+	AllowAnon     bool
 	ShutdownGrace time.Duration
 	MaxConns      int
 	Engine        *sandbox.Config
@@ -65,6 +66,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.str(&c.LogLevel, "log-level", "BOXER_LOG_LEVEL", "info", "debug, info, warn or error")
 	ef.boolean(&c.Metrics, "metrics", "BOXER_METRICS", false, "serve Prometheus metrics at /metrics")
 	ef.boolean(&c.MCP, "mcp", "BOXER_MCP", true, "serve the MCP tools (run_python, exec) at /mcp, streamable HTTP")
+	ef.boolean(&c.AllowAnon, "allow-anonymous", "BOXER_ALLOW_ANONYMOUS", false, "with payments off, serve callers without an API key even when keys exist or the address is not loopback")
 	ef.list(&c.CORSOrigins, "cors-origins", "BOXER_CORS_ORIGINS", "", "web origins (https://app.example.com, or *) whose pages may call boxer from a browser, comma-separated; none: CORS off")
 	ef.str(&c.DebugAddr, "debug-addr", "BOXER_DEBUG_ADDR", "", "serve Go's profiles (/debug/pprof/) on this address, apart from the API; keep it on loopback")
 	ef.integer(&c.MaxConns, "max-conns", "BOXER_MAX_CONNS", 1024, "most client connections open at once; more wait to be accepted")
@@ -205,6 +207,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.store, err = store.Open(filepath.Join(c.DataDir, "boxer.db"), store.WithResultBudget(c.ResultBudget)); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
+	if err := m.keyPolicy(ctx); err != nil {
+		return err
+	}
 	c.Engine.Logger = m.log
 	if m.engine, err = sandbox.New(ctx, *c.Engine); err != nil {
 		return fmt.Errorf("sandbox engine: %w", err)
@@ -314,6 +319,29 @@ func (m *idleRelease) SetRuns(running, queued int) {
 	if running == 0 && queued == 0 {
 		m.timer = time.AfterFunc(2*time.Second, debug.FreeOSMemory)
 	}
+}
+
+// keyPolicy decides who may call without an API key (boxer keys). With
+// payments on, such a caller pays. With payments off, nobody once a key
+// exists; anybody on loopback before that; and boxer refuses to serve the
+// network for free to anybody, unless told to (--allow-anonymous).
+func (m *Main) keyPolicy(ctx context.Context) error {
+	c := m.cfg
+	n, err := m.store.ActiveKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if c.Payments.Mode != x402.ModeOff || c.AllowAnon || c.Addr == "" {
+		m.log.Info("api keys", "active", n, "required", false)
+		return nil
+	}
+	if n == 0 && !isLoopback(c.Addr) {
+		return fmt.Errorf("refusing to serve %s with payments off and no API key: anyone who reaches it could run code here. "+
+			"Add a key (boxer keys add --name NAME --data-dir %s), turn payments on, or pass --allow-anonymous", c.Addr, c.DataDir)
+	}
+	c.API.KeysRequired = n > 0
+	m.log.Info("api keys", "active", n, "required", c.API.KeysRequired)
+	return nil
 }
 
 // selfTest refuses to serve with weaker isolation than configured.

@@ -42,6 +42,11 @@ type Config struct {
 	// (the largest /v1/run-python body at 0.4 MiB/s).
 	BodyTimeout time.Duration
 
+	// KeysRequired refuses callers without an API key (401), where
+	// payments do not ask them to pay instead. A caller with a valid key
+	// is served either way, and never charged.
+	KeysRequired bool
+
 	// Slots is how many runs may execute at once. Default: DefaultSlots.
 	Slots int
 	// A run that finds every slot taken waits for one if its expected

@@ -17,6 +17,8 @@ func httpStatus(code string) int {
 	switch code {
 	case boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodeUnsupportedLanguage:
 		return http.StatusBadRequest // 400
+	case boxer.ECodeUnauthorized:
+		return http.StatusUnauthorized // 401, with WWW-Authenticate
 	case boxer.ECodePaymentRequired:
 		return http.StatusPaymentRequired // 402
 	case boxer.ECodeNotFound:
@@ -33,6 +35,8 @@ func httpStatus(code string) int {
 		return http.StatusUnsupportedMediaType // 415
 	case boxer.ECodeRequestTimeout:
 		return http.StatusRequestTimeout // 408
+	case boxer.ECodeRateLimited:
+		return http.StatusTooManyRequests // 429, with Retry-After
 	case codeCanceled:
 		return statusClientClosed
 	case boxer.ECodeBusy, boxer.ECodeUnavailable:

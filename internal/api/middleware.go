@@ -22,6 +22,7 @@ type reqState struct {
 	ran      bool   // a sandbox ran the program
 	canceled bool   // the client went away before the response
 	payer    string
+	key      string // the id of the API key the request came with
 }
 
 type stateKey struct{}
@@ -132,8 +133,9 @@ func (s *Server) finishRequest(r *http.Request, sw *statusWriter, st *reqState, 
 	s.metrics.ObserveRequest(route, status, d)
 
 	// Calls to the run routes are the service's calls for /v1/health. A
-	// 402 is x402's first step of nearly every paid call, not a call.
-	if !s.isRunRoute(st.route) || status == http.StatusPaymentRequired {
+	// 402 is x402's first step of nearly every paid call, not a call; a
+	// 401 is a caller boxer does not serve.
+	if !s.isRunRoute(st.route) || status == http.StatusPaymentRequired || status == http.StatusUnauthorized {
 		return
 	}
 	// The client has its response; flush it before the INSERT so the
@@ -144,7 +146,7 @@ func (s *Server) finishRequest(r *http.Request, sw *statusWriter, st *reqState, 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
 	err := s.deps.Store.RecordCall(ctx, store.Call{
-		At: start, Route: st.route, Status: status, Ran: st.ran, Duration: d, Payer: st.payer,
+		At: start, Route: st.route, Status: status, Ran: st.ran, Duration: d, Payer: st.payer, Key: st.key,
 	})
 	if err != nil {
 		s.log.Error("record call", slog.String("request_id", st.id), slog.String("error", err.Error()))

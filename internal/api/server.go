@@ -62,6 +62,7 @@ type Server struct {
 	lim      *limiter
 	answers  *answers
 	inflight inflight
+	keyRates keyRates
 
 	// killRuns is cancelled when Shutdown's grace period ends: every run
 	// still going is cancelled with it.
@@ -118,9 +119,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 }
 
 func (s *Server) routes() {
-	s.handle(http.MethodPost, routeExec, s.priced(routeExec, s.handleExec))
-	s.handle(http.MethodPost, routeRunPython, s.priced(routeRunPython, s.handleRunPython))
-	s.handle(http.MethodGet, "/v1/jobs/{job_id}", http.HandlerFunc(s.handleGetJob))
+	s.handle(http.MethodPost, routeExec, s.guard(routeExec, s.handleExec, true))
+	s.handle(http.MethodPost, routeRunPython, s.guard(routeRunPython, s.handleRunPython, true))
+	s.handle(http.MethodGet, "/v1/jobs/{job_id}", s.guard("/v1/jobs/{job_id}", s.handleGetJob, false))
 	s.handle(http.MethodGet, "/v1/health", http.HandlerFunc(s.handleHealth))
 	s.handle(http.MethodGet, "/healthz", http.HandlerFunc(s.handleHealthz))
 	s.handle(http.MethodGet, "/readyz", http.HandlerFunc(s.handleReadyz))
@@ -147,14 +148,6 @@ func (s *Server) handle(method, pattern string, h http.Handler) {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// priced puts the payment hook, if any, in front of a run route.
-func (s *Server) priced(route string, h http.HandlerFunc) http.Handler {
-	if s.deps.Payment == nil {
-		return h
-	}
-	return s.deps.Payment(route, h, s.writeError)
 }
 
 func (s *Server) isRunRoute(route string) bool {

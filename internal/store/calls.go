@@ -25,6 +25,8 @@ type Call struct {
 	Duration time.Duration
 	// Payer is the address that paid for the call; empty when free.
 	Payer string
+	// Key is the id of the API key the call came with; empty without one.
+	Key string
 }
 
 // Calls are written in batches: one transaction per batch instead of one
@@ -105,17 +107,36 @@ func (s *Store) writeCalls(ctx context.Context, calls []Call) (retErr error) {
 		}
 	}()
 	stmt, err := tx.PrepareContext(ctx, `
-INSERT INTO calls (at, route, status, ran, duration_us, payer) VALUES (?, ?, ?, ?, ?, ?)`)
+INSERT INTO calls (at, route, status, ran, duration_us, payer, key_id) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
 	defer stmt.Close()
+	type use struct {
+		n    int64
+		last time.Time
+	}
+	uses := map[string]*use{}
 	for _, c := range calls {
-		var payer sql.NullString
-		if c.Payer != "" {
-			payer = sql.NullString{String: c.Payer, Valid: true}
+		if _, err := stmt.ExecContext(ctx, unixMilli(c.At), c.Route, c.Status, c.Ran, c.Duration.Microseconds(),
+			nullIfEmpty(c.Payer), nullIfEmpty(c.Key)); err != nil {
+			return err
 		}
-		if _, err := stmt.ExecContext(ctx, unixMilli(c.At), c.Route, c.Status, c.Ran, c.Duration.Microseconds(), payer); err != nil {
+		if c.Key != "" {
+			u := uses[c.Key]
+			if u == nil {
+				u = &use{}
+				uses[c.Key] = u
+			}
+			u.n++
+			if c.At.After(u.last) {
+				u.last = c.At
+			}
+		}
+	}
+	for id, u := range uses {
+		if _, err := tx.ExecContext(ctx, `UPDATE api_keys SET calls = calls + ?, last_used_at = MAX(COALESCE(last_used_at, 0), ?) WHERE id = ?`,
+			u.n, unixMilli(u.last), id); err != nil {
 			return err
 		}
 	}
@@ -265,4 +286,8 @@ WHERE id = 1 AND EXISTS (SELECT 1 FROM calls WHERE at < ?1)`, cutoff); err != ni
 		return 0, fmt.Errorf("store: prune calls: commit: %w", err)
 	}
 	return n, nil
+}
+
+func nullIfEmpty(s string) sql.NullString {
+	return sql.NullString{String: s, Valid: s != ""}
 }

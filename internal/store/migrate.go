@@ -56,6 +56,21 @@ CREATE INDEX nonces_used_at ON nonces (used_at);
 	// 2: the HTTP status a job's stored response is sent with (410 for a
 	// result too large to keep; see Finish).
 	`ALTER TABLE jobs ADD COLUMN status INTEGER NOT NULL DEFAULT 200;`,
+	// 3: API keys, and which key made each call. A key's secret is never
+	// stored: only its SHA-256, looked up as a whole token arrives.
+	`
+CREATE TABLE api_keys (
+	id              TEXT    PRIMARY KEY,
+	name            TEXT    NOT NULL,
+	hash            TEXT    NOT NULL UNIQUE,
+	created_at      INTEGER NOT NULL,
+	revoked_at      INTEGER,
+	rate_per_minute INTEGER NOT NULL CHECK (rate_per_minute >= 0),
+	calls           INTEGER NOT NULL DEFAULT 0,
+	last_used_at    INTEGER
+);
+ALTER TABLE calls ADD COLUMN key_id TEXT;
+`,
 }
 
 // migrate brings db to the newest schema version this build knows.

@@ -21,6 +21,8 @@ var (
 	ErrJobConflict = errors.New("store: job_id already used by a different request")
 	// ErrNotRunning: Finish on a job that is not in the running state.
 	ErrNotRunning = errors.New("store: job is not running")
+	// ErrNoKey: no API key with that id.
+	ErrNoKey = errors.New("store: no such key")
 )
 
 // busyTimeout is how long a statement waits for another connection's write
@@ -43,6 +45,7 @@ type Store struct {
 	// resultBudget bounds the done records' responses together (Finish).
 	resultBudget int64
 	calls        callBuffer // calls not yet written (RecordCall)
+	admin        bool       // opened by ForAdmin
 }
 
 // Option changes how Open builds a Store.
@@ -52,6 +55,13 @@ type Option func(*Store)
 // use it to get exact, repeatable timestamps.
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
+}
+
+// ForAdmin opens the database beside the process that owns it, for the
+// commands that manage keys while boxer serves: no lock is taken and no
+// job is touched. SQLite's own locking keeps the two writers apart.
+func ForAdmin() Option {
+	return func(s *Store) { s.admin = true }
 }
 
 // DefaultResultBudget bounds the bytes of every job's stored response
@@ -81,16 +91,18 @@ func Open(path string, opts ...Option) (_ *Store, retErr error) {
 		o(s)
 	}
 
-	lock, err := lockFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
-	s.lock = lock
-	defer func() {
-		if retErr != nil {
-			lock.Close()
+	if !s.admin {
+		lock, err := lockFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("store: open %s: %w", path, err)
 		}
-	}()
+		s.lock = lock
+		defer func() {
+			if retErr != nil {
+				lock.Close()
+			}
+		}()
+	}
 	db, err := sql.Open("sqlite", path+"?"+dsnParams().Encode())
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -113,6 +125,9 @@ func Open(path string, opts ...Option) (_ *Store, retErr error) {
 	}
 	if err := migrate(ctx, db, s.now()); err != nil {
 		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
+	}
+	if s.admin {
+		return s, nil
 	}
 	if _, err := s.releaseAllRunning(ctx); err != nil {
 		return nil, fmt.Errorf("store: release unfinished jobs: %w", err)
@@ -150,7 +165,9 @@ func (s *Store) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := errors.Join(s.FlushCalls(ctx), s.db.Close())
-	s.lock.Close() // closing the descriptor releases the flock
+	if s.lock != nil {
+		s.lock.Close() // closing the descriptor releases the flock
+	}
 	return err
 }
 

@@ -1,0 +1,116 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"boxer"
+	"boxer/internal/store"
+)
+
+// guard puts who may call in front of a route. A caller with a valid API
+// key (Authorization: Bearer) passes, within its key's rate, and is never
+// charged; an unknown or revoked key is refused. A caller without one
+// pays on a priced route when payments are on, and otherwise passes only
+// if keys are not required (Config.KeysRequired).
+func (s *Server) guard(route string, h http.HandlerFunc, priced bool) http.Handler {
+	var pay http.Handler
+	if priced && s.deps.Payment != nil {
+		pay = s.deps.Payment(route, h, s.writeError)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if token, ok := bearer(r); ok {
+			key, e := s.checkKey(r.Context(), token, w)
+			if e != nil {
+				s.writeError(w, r, e)
+				return
+			}
+			stateOf(r).key = key
+			h(w, r)
+			return
+		}
+		switch {
+		case r.Header.Get("Authorization") != "":
+			w.Header().Set("WWW-Authenticate", `Bearer realm="boxer"`)
+			s.writeError(w, r, boxer.Errorf(boxer.ECodeUnauthorized, "send the API key as Authorization: Bearer <key>"))
+		case pay != nil:
+			pay.ServeHTTP(w, r)
+		case s.cfg.KeysRequired:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="boxer"`)
+			s.writeError(w, r, boxer.Errorf(boxer.ECodeUnauthorized, "this boxer needs an API key: send Authorization: Bearer <key> (its operator makes one with boxer keys add)"))
+		default:
+			h(w, r)
+		}
+	})
+}
+
+// bearer returns the token of an Authorization: Bearer header.
+func bearer(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// checkKey returns the id of token's key if it may call now: known, not
+// revoked, within its rate (else 429 with Retry-After on w).
+func (s *Server) checkKey(ctx context.Context, token string, w http.ResponseWriter) (string, *boxer.Error) {
+	k, err := s.deps.Store.KeyByToken(ctx, token)
+	switch {
+	case errors.Is(err, store.ErrNoKey):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="boxer", error="invalid_token"`)
+		return "", boxer.Errorf(boxer.ECodeUnauthorized, "this API key is not valid")
+	case err != nil:
+		return "", boxer.Errorf(boxer.ECodeInternal, "could not check the API key; retry")
+	case k.Revoked():
+		w.Header().Set("WWW-Authenticate", `Bearer realm="boxer", error="invalid_token"`)
+		return "", boxer.Errorf(boxer.ECodeUnauthorized, "this API key was revoked")
+	}
+	if wait, ok := s.keyRates.take(k.ID, k.RatePerMinute, s.now()); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		return "", boxer.Errorf(boxer.ECodeRateLimited, "this API key may make %d calls a minute; retry in %s", k.RatePerMinute, wait.Round(time.Second))
+	}
+	return k.ID, nil
+}
+
+// keyRates holds a token bucket a rate-limited key: its rate a minute,
+// the whole minute's worth at once at most.
+type keyRates struct {
+	mu      sync.Mutex
+	buckets map[string]*rate.Limiter
+}
+
+// take spends one call of key id, allowed perMinute a minute (0: any),
+// or says how long until one is allowed.
+func (kr *keyRates) take(id string, perMinute int, now time.Time) (time.Duration, bool) {
+	if perMinute <= 0 {
+		return 0, true
+	}
+	kr.mu.Lock()
+	defer kr.mu.Unlock()
+	if kr.buckets == nil {
+		kr.buckets = map[string]*rate.Limiter{}
+	}
+	lim := kr.buckets[id]
+	limit := rate.Limit(float64(perMinute) / 60)
+	if lim == nil || lim.Burst() != perMinute {
+		lim = rate.NewLimiter(limit, perMinute)
+		kr.buckets[id] = lim
+	}
+	r := lim.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return d, false
+	}
+	return 0, true
+}
