@@ -21,6 +21,7 @@ import (
 	"boxer/internal/pool"
 	"boxer/internal/sandbox"
 	"boxer/internal/store"
+	"boxer/internal/web"
 	"boxer/internal/x402"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,8 +30,8 @@ import (
 const serveUsage = `usage: boxer serve [flags]
 
 Serves boxer's HTTP API: POST /v1/exec, POST /v1/run-python,
-GET /v1/jobs/{job_id}, GET /v1/health, /healthz, /readyz, MCP at /mcp
-(and /metrics with --metrics). Every flag can also be given as the environment variable
+GET /v1/jobs/{job_id}, GET /v1/health, /healthz, /readyz, MCP at /mcp,
+a web playground at / (and /metrics with --metrics). Every flag can also be given as the environment variable
 named in its description; a flag wins.
 
 Before serving, boxer runs the same isolation self-test as 'boxer doctor'
@@ -271,6 +272,7 @@ func (m *Main) Run(ctx context.Context) error {
 		// JSON-RPC envelope.
 		mux.Handle("/mcp", m.mcp.HTTPHandler(c.API.MaxRunBodyBytes+64<<10, m.log))
 	}
+	mux.Handle("GET /{$}", web.Handler()) // the playground
 	mux.Handle("/", m.api)
 	cors, err := api.NewCORS(c.CORSOrigins)
 	if err != nil {
