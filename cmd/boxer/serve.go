@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -240,6 +241,10 @@ func (m *Main) Run(ctx context.Context) error {
 		PythonVersion: m.engine.Runtime().Version,
 	}
 	if payments.Enabled() {
+		deps.Doc = api.DocInfo{Prices: map[string]string{}, Network: c.Payments.Network, Asset: c.Payments.Asset}
+		for _, r := range c.Payments.Routes {
+			deps.Doc.Prices[r.Path] = strings.TrimPrefix(r.Price, "$")
+		}
 		deps.Payment = func(route string, next http.Handler, fail api.ErrorWriter) http.Handler {
 			return payments.Wrap(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				api.SetPayer(r, x402.PayerOf(r))

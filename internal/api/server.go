@@ -36,6 +36,9 @@ type Deps struct {
 	// Ready reports whether a run could start now (GET /readyz), for
 	// example by starting a sandbox. Nil: always ready.
 	Ready func(ctx context.Context) error
+	// Doc is what GET /openapi.json and /llms.txt say of prices (Version
+	// and KeysRequired come from the Config).
+	Doc DocInfo
 	// PythonVersion is reported by GET /v1/health ("3.11.2").
 	PythonVersion string
 	// Now is the clock. Nil: time.Now.
@@ -125,6 +128,8 @@ func (s *Server) routes() {
 	s.handle(http.MethodGet, "/v1/health", http.HandlerFunc(s.handleHealth))
 	s.handle(http.MethodGet, "/healthz", http.HandlerFunc(s.handleHealthz))
 	s.handle(http.MethodGet, "/readyz", http.HandlerFunc(s.handleReadyz))
+	s.handle(http.MethodGet, "/openapi.json", http.HandlerFunc(s.handleOpenAPI))
+	s.handle(http.MethodGet, "/llms.txt", http.HandlerFunc(s.handleLLMsTxt))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, boxer.Errorf(boxer.ECodeNotFound, "no route %s", r.URL.Path))
 	})

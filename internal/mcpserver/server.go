@@ -84,7 +84,7 @@ type toolHandler func(ctx context.Context, req *mcp.CallToolRequest, args json.R
 // add registers a tool whose arguments are checked against in's schema
 // before h sees them, and whose structured result is out's.
 func (s *Server) add(t *mcp.Tool, in, out any, priced bool, h toolHandler) error {
-	inSchema, err := jsonschema.ForType(typeOf(in), &jsonschema.ForOptions{})
+	inSchema, err := inputSchema(in)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func (s *Server) add(t *mcp.Tool, in, out any, priced bool, h toolHandler) error
 	if err != nil {
 		return err
 	}
-	outSchema, err := jsonschema.ForType(typeOf(out), &jsonschema.ForOptions{})
+	outSchema, err := api.SchemaFor(out)
 	if err != nil {
 		return err
 	}
@@ -131,6 +131,28 @@ func paymentRequiredSchema() *jsonschema.Schema {
 			"accepts":     {Type: "array", Items: &jsonschema.Schema{Type: "object"}},
 			"extensions":  {Type: "object"},
 		},
+	}
+}
+
+// inputSchema is a tool's arguments' schema: the API request's own (with
+// its limits), and for run_python code beside it, files then optional.
+func inputSchema(in any) (*jsonschema.Schema, error) {
+	switch in.(type) {
+	case RunPythonInput:
+		s, err := api.SchemaFor(api.RunPythonRequest{})
+		if err != nil {
+			return nil, err
+		}
+		code, err := jsonschema.For[string](nil)
+		if err != nil {
+			return nil, err
+		}
+		code.Description = "Python source, saved as main.py (the default command runs it); give code, files, or both"
+		s.Properties["code"] = code
+		s.PropertyOrder = append([]string{"code"}, s.PropertyOrder...)
+		return s, nil
+	default:
+		return api.SchemaFor(in)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"reflect"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,24 +18,12 @@ import (
 // RunPythonInput is the run_python tool's arguments: /v1/run-python's
 // request (seed 004), plus code, which is main.py's content.
 type RunPythonInput struct {
-	Code           string            `json:"code,omitempty" jsonschema:"Python source, saved as main.py; the default command runs it"`
-	Files          map[string]string `json:"files,omitempty" jsonschema:"more input files: relative path -> UTF-8 text content (at most 64 files in all)"`
-	Stdin          *string           `json:"stdin,omitempty" jsonschema:"the program's standard input"`
-	Command        []string          `json:"command,omitempty" jsonschema:"argv to run in the work dir; default [\"python\", \"main.py\"], e.g. [\"python\", \"-m\", \"pytest\", \"test_math.py\"]"`
-	CPUs           *float64          `json:"cpus,omitempty" jsonschema:"CPU limit in cores, 0.1 to 2"`
-	MemoryMB       *int64            `json:"memory_mb,omitempty" jsonschema:"memory limit in MiB, 64 to 1024"`
-	TimeoutSeconds *int64            `json:"timeout_seconds,omitempty" jsonschema:"wall-clock limit in seconds, 1 to 30"`
-	ArtifactPaths  []string          `json:"artifact_paths,omitempty" jsonschema:"files the program writes to bring back, relative to the work dir (at most 16)"`
-	JobID          *string           `json:"job_id,omitempty" jsonschema:"your id for this run: the same id again returns the stored result instead of running twice"`
+	Code string `json:"code,omitempty" jsonschema:"Python source, saved as main.py; the default command runs it"`
+	api.RunPythonRequest
 }
 
 // ExecInput is the exec tool's arguments: /v1/exec's request (seed 000).
-type ExecInput struct {
-	Code     string `json:"code" jsonschema:"Python source to run"`
-	Language string `json:"language,omitempty" jsonschema:"python (the default; py, python3 are accepted too)"`
-}
-
-func typeOf(v any) reflect.Type { return reflect.TypeOf(v) }
+type ExecInput = api.ExecRequest
 
 // runPython calls POST /v1/run-python.
 func (s *Server) runPython(ctx context.Context, req *mcp.CallToolRequest, args json.RawMessage) (*mcp.CallToolResult, error) {

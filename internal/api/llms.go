@@ -1,0 +1,122 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"boxer"
+)
+
+// LLMsTxt is GET /llms.txt: what boxer is and how to call it, for a model
+// reading it, in the style of the marketplace listings of the services
+// boxer speaks for (seed 001). It is written from routeDocs, the source of
+// the OpenAPI document, with base the service's own URL.
+func LLMsTxt(info DocInfo, base string, exec, run LimitsDoc) string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	w("# boxer: untrusted Python in a disposable sandbox\n\n")
+	w("> boxer runs untrusted Python 3 in a disposable Linux sandbox and returns stdout, stderr, exit code and the files the program wrote. No network, a read-only system, hard limits on CPU, memory, processes, time and output; every call starts clean.\n\n")
+	w("## Facts\n\n")
+	for _, rd := range routeDocs {
+		if rd.run {
+			w("- Endpoint: %s %s%s (%s)\n", rd.method, base, rd.path, rd.summary)
+		}
+	}
+	w("- MCP: %s/mcp (streamable HTTP), tools run_python and exec\n", base)
+	w("- OpenAPI: %s/openapi.json\n", base)
+	switch {
+	case len(info.Prices) > 0:
+		for _, rd := range routeDocs {
+			if p, ok := info.Prices[rd.path]; ok {
+				w("- Price of %s: $%s a call, paid with x402 (%s, asset %s); free with an API key\n", rd.path, p, info.Network, info.Asset)
+			}
+		}
+	case info.KeysRequired:
+		w("- Price: free, with an API key (Authorization: Bearer <key>)\n")
+	default:
+		w("- Price: free\n")
+	}
+	w("- Version: %s\n\n", info.Version)
+
+	w("## Limits\n\n")
+	w("- /v1/exec: %s\n", exec)
+	w("- /v1/run-python: %s by default; a request may ask for cpus 0.1 to 2, memory_mb 64 to 1024, timeout_seconds 1 to 30\n", run)
+	w("- Files: 1 to 64 (run-python), code at most 64 KiB (exec); at most 16 artifact paths\n\n")
+
+	w("## Endpoints\n\n")
+	for _, rd := range routeDocs {
+		w("### %s %s\n\n%s\n\n", rd.method, rd.path, rd.description)
+		if rd.request != nil {
+			body, _ := json.Marshal(rd.example)
+			auth := ""
+			if info.KeysRequired {
+				auth = " -H 'Authorization: Bearer $BOXER_KEY'"
+			}
+			w("```sh\ncurl -s %s%s -H 'Content-Type: application/json'%s -d '%s'\n```\n\n", base, rd.path, auth, body)
+		}
+		if rd.okExample != nil {
+			out, _ := json.Marshal(rd.okExample)
+			w("Answer (200):\n\n```json\n%s\n```\n\n", out)
+		}
+	}
+
+	w("## Known failure modes\n\n")
+	for _, f := range []string{
+		"The program fails, times out or runs out of memory: still a 200 with a result; read status (ok, nonzero_exit, timeout, oom, signaled), exit_code and stderr",
+		"Output beyond the limit: kept up to it, the rest counted; stdout_truncated or stderr_truncated is true",
+		"Network access from the program: refused, there is no network in the sandbox",
+		"A requested artifact the program did not write: listed in missing_artifacts with the reason",
+		"A malformed request: 400 invalid_request or invalid_json, naming the field; 413 code_too_large or payload_too_large",
+		"No key, an unknown or revoked key: 401 unauthorized; a key over its rate: 429 rate_limited with Retry-After",
+		"Payment missing or invalid (when priced): 402 with PAYMENT-REQUIRED; pay and send PAYMENT-SIGNATURE",
+		"Overload: 503 busy with Retry-After; shutting down: 503 unavailable",
+		"The same job_id with a different request: 409 job_id_conflict",
+	} {
+		w("- %s\n", f)
+	}
+	return b.String()
+}
+
+// LimitsDoc is a route's limits, as llms.txt states them.
+type LimitsDoc struct {
+	CPUs      float64
+	MemoryMiB int64
+	TimeoutS  float64
+}
+
+func (l LimitsDoc) String() string {
+	return fmt.Sprintf("%g CPU, %d MiB of memory, %gs", l.CPUs, l.MemoryMiB, l.TimeoutS)
+}
+
+func (s *Server) docInfo() DocInfo {
+	info := s.deps.Doc
+	info.Version = s.cfg.Version
+	info.KeysRequired = s.cfg.KeysRequired
+	return info
+}
+
+func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
+	b, err := OpenAPI(s.docInfo())
+	if err != nil {
+		s.internalError(w, r, "openapi", err)
+		return
+	}
+	writeBody(w, http.StatusOK, b)
+}
+
+func (s *Server) handleLLMsTxt(w http.ResponseWriter, r *http.Request) {
+	scheme := "http"
+	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
+		scheme = "https"
+	}
+	lim := func(l boxer.Limits) LimitsDoc {
+		return LimitsDoc{CPUs: l.CPUs, MemoryMiB: l.MemoryBytes >> 20, TimeoutS: l.WallTime.Seconds()}
+	}
+	text := LLMsTxt(s.docInfo(), scheme+"://"+r.Host, lim(s.cfg.ExecLimits), lim(s.cfg.RunLimits))
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write([]byte(text))
+}

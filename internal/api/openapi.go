@@ -1,0 +1,200 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"boxer"
+)
+
+// DocInfo is what the service documents (GET /openapi.json, /llms.txt)
+// say beyond the API itself.
+type DocInfo struct {
+	Version string
+	// Prices are USD per call by route path ("/v1/exec": "0.02"); none
+	// when payments are off. Network and Asset name what pays them.
+	Prices         map[string]string
+	Network, Asset string
+	// KeysRequired: callers without an API key are refused (when no
+	// payment is asked of them instead).
+	KeysRequired bool
+}
+
+func statuses() []any {
+	return []any{string(boxer.StatusOK), string(boxer.StatusNonzeroExit), string(boxer.StatusTimeout), string(boxer.StatusOOM), string(boxer.StatusSignaled)}
+}
+
+// routeDoc describes one route: the source of the OpenAPI document's
+// operations and of llms.txt's endpoint list.
+type routeDoc struct {
+	method, path, id, summary, description string
+	request                                any // its type is the body's; nil: no body
+	example                                any // a request body
+	ok                                     any // the 200 body's type; nil: described in okSchema
+	okSchema                               map[string]any
+	okExample                              any
+	errors                                 []string // error codes the route answers besides the common ones
+	run                                    bool     // a run route: keys, payments, admission
+}
+
+var routeDocs = []routeDoc{
+	{
+		method: "POST", path: routeExec, id: "exec", summary: "Run a Python snippet",
+		description: "Runs code in a fresh sandbox (no network, read-only system, 0.5 CPU, 512 MiB, 30 s by default) and returns stdout, stderr, exit code and status. success is true whenever the program ran, whatever its exit code (seed 000).",
+		request:     ExecRequest{}, example: json.RawMessage(`{"code":"print(2 + 2)","language":"python"}`),
+		okSchema: map[string]any{"type": "object", "required": []string{"success", "result"}, "additionalProperties": false,
+			"properties": map[string]any{"success": map[string]any{"const": true}, "result": mustSchema(ExecResult{})}},
+		okExample: json.RawMessage(`{"success":true,"result":{"stdout":"4\n","stderr":"","exitCode":0,"durationMs":3,"timedOut":false,` +
+			`"status":"ok","oomKilled":false,"oomKills":0,"stdoutTruncated":false,"stderrTruncated":false,"cpuTimeMs":3,` +
+			`"memoryPeakBytes":524288,"signal":null,"timing":{"queueMs":0,"acquireMs":0,"runMs":3,"collectMs":0}}}`),
+		errors: []string{boxer.ECodeUnsupportedLanguage, boxer.ECodeCodeTooLarge},
+		run:    true,
+	},
+	{
+		method: "POST", path: routeRunPython, id: "runPython", summary: "Run Python files",
+		description: "Runs files in a fresh sandbox with a command (default python main.py), stdin and limits, and returns stdout, stderr, exit code, status and the files named in artifact_paths (seed 004). With job_id the result is kept, and the same request again returns it without a second run.",
+		request:     RunPythonRequest{}, example: json.RawMessage(`{"files":{"main.py":"print(2 + 2)"},"timeout_seconds":10}`),
+		ok: RunResponse{},
+		okExample: json.RawMessage(`{"job_id":"job_MDRMXQJIC3VUYBRALDLWVYMQM3","exit_code":0,"stdout":"4\n","stderr":"",` +
+			`"timed_out":false,"oom_killed":false,"duration_ms":3,"stdout_truncated":false,"stderr_truncated":false,"artifacts":[],` +
+			`"missing_artifacts":[],"status":"ok","oom_kills":0,"signal":null,"cpu_time_ms":3,"memory_peak_bytes":524288,` +
+			`"timing":{"queue_ms":0,"acquire_ms":0,"run_ms":3,"collect_ms":0}}`),
+		errors: []string{boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept},
+		run:    true,
+	},
+	{
+		method: "GET", path: "/v1/jobs/{job_id}", id: "getJob", summary: "A kept run-python result",
+		description: "The stored result of a /v1/run-python request that named job_id: 200 with it, 202 while the run goes on, 404 when unknown or expired, 410 when it was too large to keep.",
+		ok:          RunResponse{}, errors: []string{boxer.ECodeResultNotKept},
+	},
+	{
+		method: "GET", path: "/v1/health", id: "health", summary: "Service health and figures",
+		description: "Status, version, runs, success rate and p50 of recent runs, calls and unique payers over 30 days, last call, slots in use.",
+		ok:          healthBody{},
+	},
+	{method: "GET", path: "/healthz", id: "healthz", summary: "Liveness", description: "The process serves HTTP.", ok: statusBody{}},
+	{method: "GET", path: "/readyz", id: "readyz", summary: "Readiness", description: "A sandbox can start now; fails (503) while shutting down.", ok: statusBody{}},
+}
+
+// commonErrors are the codes any route with a body may answer.
+var commonErrors = []string{boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodePayloadTooLarge, boxer.ECodeUnsupportedMedia,
+	boxer.ECodeRequestTimeout, boxer.ECodeMethodNotAllowed, boxer.ECodeInternal}
+
+// runErrors are the codes a run route may answer besides.
+var runErrors = []string{boxer.ECodeUnauthorized, boxer.ECodePaymentRequired, boxer.ECodeRateLimited, boxer.ECodeBusy, boxer.ECodeUnavailable}
+
+// OpenAPI is boxer's OpenAPI 3.1 document.
+func OpenAPI(info DocInfo) ([]byte, error) {
+	errSchema := map[string]any{"$ref": "#/components/schemas/Error"}
+	paths := map[string]any{}
+	for _, rd := range routeDocs {
+		op := map[string]any{"operationId": rd.id, "summary": rd.summary, "description": rd.description}
+		if rd.request != nil {
+			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{
+				"schema": mustSchema(rd.request), "example": rd.example}}}
+		}
+		if strings.Contains(rd.path, "{job_id}") {
+			op["parameters"] = []any{map[string]any{"name": "job_id", "in": "path", "required": true, "schema": map[string]any{"type": "string"}}}
+		}
+		ok := rd.okSchema
+		var okSchema any = ok
+		if ok == nil {
+			okSchema = mustSchema(rd.ok)
+		}
+		okContent := map[string]any{"schema": okSchema}
+		if rd.okExample != nil {
+			okContent["example"] = rd.okExample
+		}
+		responses := map[string]any{"200": map[string]any{"description": "OK", "content": map[string]any{"application/json": okContent}}}
+		codes := rd.errors
+		if rd.request != nil {
+			codes = append(append([]string(nil), codes...), commonErrors...)
+		} else {
+			codes = append(append([]string(nil), codes...), boxer.ECodeMethodNotAllowed, boxer.ECodeInternal, boxer.ECodeNotFound)
+		}
+		if rd.run {
+			codes = append(codes, runErrors...)
+		}
+		if rd.id == "getJob" {
+			codes = append(codes, boxer.ECodeUnauthorized, boxer.ECodeRateLimited)
+			responses["202"] = map[string]any{"description": "The run goes on", "content": map[string]any{"application/json": map[string]any{
+				"schema": mustSchema(runningResponse{})}}}
+		}
+		if rd.id == "readyz" {
+			codes = append(codes, boxer.ECodeUnavailable)
+		}
+		byStatus := map[int][]string{}
+		for _, c := range codes {
+			byStatus[httpStatus(c)] = append(byStatus[httpStatus(c)], c)
+		}
+		for status, cs := range byStatus {
+			sort.Strings(cs)
+			desc := "error: " + strings.Join(cs, ", ")
+			var schema any = errSchema
+			if status == http.StatusPaymentRequired {
+				// The x402 layer answers with its PaymentRequired object.
+				schema = map[string]any{"anyOf": []any{errSchema, paymentRequiredSchema}}
+			}
+			r := map[string]any{"description": desc, "content": map[string]any{"application/json": map[string]any{"schema": schema}}}
+			switch status {
+			case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+				r["headers"] = map[string]any{"Retry-After": map[string]any{"description": "seconds", "schema": map[string]any{"type": "integer"}}}
+			case http.StatusPaymentRequired:
+				r["headers"] = map[string]any{"PAYMENT-REQUIRED": map[string]any{"description": "x402 PaymentRequired, base64 JSON", "schema": map[string]any{"type": "string"}}}
+			case http.StatusUnauthorized:
+				r["headers"] = map[string]any{"WWW-Authenticate": map[string]any{"schema": map[string]any{"type": "string"}}}
+			}
+			responses[fmt.Sprint(status)] = r
+		}
+		op["responses"] = responses
+		if rd.run || rd.id == "getJob" {
+			op["security"] = []any{map[string]any{}, map[string]any{"apiKey": []any{}}}
+		}
+		if p, ok := info.Prices[rd.path]; ok {
+			op["x-price-usd"] = p
+			op["description"] = fmt.Sprintf("%s Price: %s USD a call (x402, %s), or free with an API key.", rd.description, p, info.Network)
+		}
+		paths[rd.path] = map[string]any{strings.ToLower(rd.method): op}
+	}
+	doc := map[string]any{
+		"openapi":           "3.1.0",
+		"jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+		"info": map[string]any{"title": "boxer", "version": info.Version,
+			"description": "Runs untrusted Python in a disposable Linux sandbox (no network, read-only system, hard limits) and returns stdout, stderr, exit code and the files the program wrote. Speaks the wire formats of seed 000 (POST /v1/exec) and seed 004 (POST /v1/run-python). Errors are {success: false, error: {code, message}} with stable codes. MCP: POST /mcp (streamable HTTP)."},
+		"paths": paths,
+		"components": map[string]any{
+			"schemas": map[string]any{"Error": map[string]any{"type": "object", "required": []string{"success", "error"}, "additionalProperties": false,
+				"properties": map[string]any{"success": map[string]any{"const": false}, "error": map[string]any{"type": "object",
+					"required": []string{"code", "message"}, "additionalProperties": false,
+					"properties": map[string]any{"code": map[string]any{"type": "string", "enum": allCodes()}, "message": map[string]any{"type": "string"}}}}}},
+			"securitySchemes": map[string]any{"apiKey": map[string]any{"type": "http", "scheme": "bearer",
+				"description": "An API key from boxer keys add; a key holder is never charged"}},
+		},
+	}
+	return json.MarshalIndent(doc, "", "  ")
+}
+
+// paymentRequiredSchema is x402's PaymentRequired, as far as a client
+// needs it to pay: a 402's body and its PAYMENT-REQUIRED header.
+var paymentRequiredSchema = map[string]any{
+	"type":        "object",
+	"description": "x402 PaymentRequired: pay one of accepts and send it again in PAYMENT-SIGNATURE",
+	"required":    []string{"x402Version", "accepts"},
+	"properties": map[string]any{
+		"x402Version": map[string]any{"type": "integer"},
+		"error":       map[string]any{"type": "string"},
+		"resource":    map[string]any{"type": "object"},
+		"accepts":     map[string]any{"type": "array", "items": map[string]any{"type": "object"}},
+		"extensions":  map[string]any{"type": "object"},
+	},
+}
+
+func allCodes() []string {
+	return []string{boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodeUnsupportedLanguage, boxer.ECodeCodeTooLarge,
+		boxer.ECodePayloadTooLarge, boxer.ECodeUnsupportedMedia, boxer.ECodeRequestTimeout, boxer.ECodeNotFound, boxer.ECodeMethodNotAllowed,
+		boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept, boxer.ECodeUnauthorized, boxer.ECodePaymentRequired, boxer.ECodeRateLimited,
+		boxer.ECodeBusy, boxer.ECodeUnavailable, boxer.ECodeInternal}
+}
