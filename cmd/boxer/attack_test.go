@@ -121,7 +121,7 @@ type attacker struct {
 
 func newAttacker(s *testServer) *attacker {
 	return &attacker{s: s, client: &http.Client{
-		Transport: &http.Transport{DisableKeepAlives: true},
+		Transport: docChecked(&http.Transport{DisableKeepAlives: true}),
 		Timeout:   60 * time.Second,
 	}}
 }

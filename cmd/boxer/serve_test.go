@@ -97,7 +97,7 @@ func (l *logTail) String() string {
 // client is the tests' HTTP client. Its timeout turns a request the
 // server never answers into a failure, with the server's log, instead of
 // a test binary killed by go test's timeout with neither.
-var client = &http.Client{Timeout: 3 * time.Minute}
+var client = &http.Client{Timeout: 3 * time.Minute, Transport: docChecked(http.DefaultTransport)}
 
 // stop sends SIGTERM and waits for a clean exit.
 func (s *testServer) stop() {
