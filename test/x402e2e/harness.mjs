@@ -2,7 +2,8 @@
 // End-to-end test of boxer's x402 payments with the protocol's official
 // parts: a local chain (anvil as Base), a token with USDC's EIP-712 domain
 // at USDC's address, the official facilitator pointed at that chain, and
-// the official fetch client paying the server under test.
+// the official fetch client paying the server under test; then the
+// official MCP client paying its tools the way x402's MCP transport says.
 //
 // Usage: node harness.mjs --server-cmd '<command with {addr}>'
 // (or BOXER_E2E_SERVER_CMD). Everything listens on 127.0.0.1 only; the run
@@ -18,6 +19,8 @@ import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePayment
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { authorizationTypes } from '@x402/evm';
 import { wrapFetchWithPayment } from '@x402/fetch';
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CHAIN_ID, USDC, compileToken, installToken, startChain } from './lib/chain.mjs';
 import { startFacilitator } from './lib/facilitator.mjs';
 import { startServer } from './lib/server.mjs';
@@ -282,6 +285,84 @@ async function main() {
     };
     eq((await ask(p.accepted)).isValid, true, 'isValid with the echoed requirements');
     eq((await ask(offered.accepts[0])).isValid, false, 'isValid with the route\'s requirements');
+  });
+
+  // --- MCP: x402's MCP transport, with the official MCP client ----------
+  // There is no @x402/mcp to use here: the payment is made by the same
+  // official x402 client and carried in _meta as the transport says.
+  const mcp = new McpClient({ name: 'boxer-x402e2e', version: '1.0.0' });
+  await mcp.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)));
+  stops.push(() => mcp.close());
+  const mcpBefore = async () => ({ to: await token.balanceOf(payTo), from: await token.balanceOf(payer.address), calls: await handlerCalls() });
+  let mcpRequired;
+  let mcpPayment;
+
+  await test('MCP: an unpaid tool call is a tool error whose structured content is the PaymentRequired; nothing runs', async () => {
+    const before = await mcpBefore();
+    const r = await mcp.callTool({ name: 'exec', arguments: REQUEST });
+    console.log(`# mcp unpaid: ${JSON.stringify({ isError: r.isError, structuredContent: { ...r.structuredContent, extensions: '...' } })}`);
+    eq(r.isError, true, 'isError');
+    const pr = r.structuredContent;
+    eq(pr?.x402Version, 2, 'x402Version');
+    eq(pr.accepts?.[0]?.amount, '20000', 'amount');
+    eq(pr.accepts[0].payTo.toLowerCase(), payTo.toLowerCase(), 'payTo');
+    assert(pr.resource?.url?.endsWith('/v1/exec'), `resource ${JSON.stringify(pr.resource)}`);
+    assert(!r.content.some((c) => c.type === 'text' && c.text.includes('4\n')), 'tool output without payment');
+    if (before.calls !== null) eq(await handlerCalls(), before.calls, 'handler runs');
+    eq(await token.balanceOf(payTo), before.to, 'payTo balance');
+    mcpRequired = pr;
+  });
+
+  await test('MCP: paid in _meta["x402/payment"]: "4\\n", settlement in _meta["x402/payment-response"], payTo +20000', async () => {
+    const before = await mcpBefore();
+    mcpPayment = await client.createPaymentPayload(mcpRequired);
+    const r = await mcp.callTool({ name: 'exec', arguments: REQUEST, _meta: { 'x402/payment': mcpPayment } });
+    const settle = r._meta?.['x402/payment-response'];
+    console.log(`# mcp paid: ${JSON.stringify({ isError: r.isError ?? false, stdout: r.structuredContent?.stdout, _meta: r._meta })}`);
+    assert(!r.isError, `tool error: ${JSON.stringify(r.content)}`);
+    eq(r.structuredContent?.stdout, '4\n', 'stdout');
+    eq(settle?.success, true, 'settlement success');
+    eq(settle.network, NETWORK, 'settlement network');
+    eq(settle.payer?.toLowerCase(), payer.address.toLowerCase(), 'settlement payer');
+    const receipt = await chainCtx.publicClient.getTransactionReceipt({ hash: settle.transaction });
+    eq(receipt.status, 'success', 'receipt status');
+    eq(await token.balanceOf(payTo) - before.to, PRICE, 'payTo balance rise');
+    eq(before.from - await token.balanceOf(payer.address), PRICE, 'payer balance fall');
+    if (before.calls !== null) eq(await handlerCalls(), before.calls + 1, 'handler runs');
+  });
+
+  await test('MCP: the same payment again is refused without running or charging', async () => {
+    const before = await mcpBefore();
+    const r = await mcp.callTool({ name: 'exec', arguments: REQUEST, _meta: { 'x402/payment': mcpPayment } });
+    eq(r.isError, true, 'isError');
+    assert(r.structuredContent?.error?.includes('payment_already_used'), `error ${JSON.stringify(r.structuredContent?.error)}`);
+    if (before.calls !== null) eq(await handlerCalls(), before.calls, 'handler runs');
+    eq(await token.balanceOf(payTo), before.to, 'payTo balance');
+  });
+
+  await test('MCP: a tampered payment is refused without running or charging', async () => {
+    const before = await mcpBefore();
+    const p = await client.createPaymentPayload(mcpRequired);
+    p.payload.authorization.value = '30000';
+    const r = await mcp.callTool({ name: 'exec', arguments: REQUEST, _meta: { 'x402/payment': p } });
+    eq(r.isError, true, 'isError');
+    assert(r.structuredContent?.error?.includes('invalid_exact_evm_payload_authorization_value'), `error ${JSON.stringify(r.structuredContent?.error)}`);
+    if (before.calls !== null) eq(await handlerCalls(), before.calls, 'handler runs');
+    eq(await token.balanceOf(payTo), before.to, 'payTo balance');
+  });
+
+  await test('MCP: run_python is priced as /v1/run-python (10000) and paid the same way', async () => {
+    const args = { code: 'print(6 * 7)' };
+    const unpaid = await mcp.callTool({ name: 'run_python', arguments: args });
+    eq(unpaid.isError, true, 'isError unpaid');
+    eq(unpaid.structuredContent?.accepts?.[0]?.amount, '10000', 'amount');
+    const before = await mcpBefore();
+    const r = await mcp.callTool({ name: 'run_python', arguments: args,
+      _meta: { 'x402/payment': await client.createPaymentPayload(unpaid.structuredContent) } });
+    assert(!r.isError, `tool error: ${JSON.stringify(r.content)}`);
+    eq(r.structuredContent?.stdout, '42\n', 'stdout');
+    eq(r._meta?.['x402/payment-response']?.success, true, 'settlement');
+    eq(await token.balanceOf(payTo) - before.to, 10000n, 'payTo balance rise');
   });
 
   if (await handlerCalls() === null) console.log('# server exposes no run count: run counts were not checked');
