@@ -182,14 +182,17 @@ type Main struct {
 // the pool, proves isolation with the self-test, and starts serving.
 func (m *Main) Run(ctx context.Context) error {
 	c := m.cfg
-	c.Payments.Routes = x402.DefaultRoutes()
-	for i := range c.Payments.Routes {
-		switch c.Payments.Routes[i].Path {
-		case "/v1/exec":
-			c.Payments.Routes[i].Price = c.PriceExec
-		case "/v1/run-python":
-			c.Payments.Routes[i].Price = c.PriceRun
-		}
+	// The bazaar extension describes the routes as /openapi.json and
+	// /llms.txt do: from the API's own description.
+	described, err := api.PricedRoutes()
+	if err != nil {
+		return err
+	}
+	c.Payments.Routes = nil
+	for _, d := range described {
+		price := map[string]string{"/v1/exec": c.PriceExec, "/v1/run-python": c.PriceRun}[d.Path]
+		c.Payments.Routes = append(c.Payments.Routes, x402.Route{Path: d.Path, Price: price, Description: d.Description,
+			Method: d.Method, InputExample: d.InputExample, BodySchema: d.Input, OutputExample: d.OutputExample})
 	}
 	if err := c.Payments.Validate(); err != nil {
 		return fmt.Errorf("payments: %w", err)
@@ -205,7 +208,6 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	var err error
 	if m.store, err = store.Open(filepath.Join(c.DataDir, "boxer.db"), store.WithResultBudget(c.ResultBudget)); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}

@@ -198,3 +198,30 @@ func allCodes() []string {
 		boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept, boxer.ECodeUnauthorized, boxer.ECodePaymentRequired, boxer.ECodeRateLimited,
 		boxer.ECodeBusy, boxer.ECodeUnavailable, boxer.ECodeInternal}
 }
+
+// PricedRoute is how a run route describes itself to payment catalogs (the
+// x402 bazaar extension): from routeDocs, as the OpenAPI document and
+// llms.txt do.
+type PricedRoute struct {
+	Path, Method, Description          string
+	InputExample, OutputExample, Input json.RawMessage // Input: the body's JSON Schema
+}
+
+// PricedRoutes describes the run routes.
+func PricedRoutes() ([]PricedRoute, error) {
+	var out []PricedRoute
+	for _, rd := range routeDocs {
+		if !rd.run {
+			continue
+		}
+		schema, err := json.Marshal(mustSchema(rd.request))
+		if err != nil {
+			return nil, err
+		}
+		in, _ := rd.example.(json.RawMessage)
+		ok, _ := rd.okExample.(json.RawMessage)
+		out = append(out, PricedRoute{Path: rd.path, Method: rd.method, Description: rd.summary + ": " + rd.description,
+			InputExample: in, OutputExample: ok, Input: schema})
+	}
+	return out, nil
+}

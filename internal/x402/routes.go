@@ -2,10 +2,12 @@ package x402
 
 import "encoding/json"
 
-// DefaultRoutes are boxer's two paid routes, priced and described as in the
-// discovery records of the services boxer replaces: $0.02 for /v1/exec and
-// $0.01 for /v1/run-python. The examples are what the bazaar extension shows
-// to catalogs; keep them in step with internal/api.
+// DefaultRoutes are boxer's two paid routes, priced as in the discovery
+// records of the services boxer replaces: $0.02 for /v1/exec and $0.01 for
+// /v1/run-python. boxer serve describes them from internal/api's own
+// description instead (api.PricedRoutes, the source of /openapi.json and
+// /llms.txt); these descriptions are the package's defaults, for its tests
+// and for a Config built without one.
 func DefaultRoutes() []Route {
 	return []Route{
 		{
