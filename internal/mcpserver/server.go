@@ -88,7 +88,16 @@ func (s *Server) add(t *mcp.Tool, in, out any, priced bool, h toolHandler) error
 	if err != nil {
 		return err
 	}
-	resolved, err := inSchema.Resolve(nil)
+	// Arguments are checked here for their shape (types, names); their
+	// values are the API's to judge, which says what is wrong in its own
+	// words and codes ("memory_mb: 5 is out of range; allowed: 64 to
+	// 1024", unsupported_language), while the published schema states the
+	// same limits.
+	shape, err := shapeOnly(inSchema)
+	if err != nil {
+		return err
+	}
+	resolved, err := shape.Resolve(nil)
 	if err != nil {
 		return err
 	}
@@ -154,6 +163,23 @@ func inputSchema(in any) (*jsonschema.Schema, error) {
 	default:
 		return api.SchemaFor(in)
 	}
+}
+
+// shapeOnly is a copy of s without the bounds and enumerations of its
+// properties.
+func shapeOnly(s *jsonschema.Schema) (*jsonschema.Schema, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	var c jsonschema.Schema
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, err
+	}
+	for _, p := range c.Properties {
+		p.Minimum, p.Maximum, p.MinProperties, p.MaxProperties, p.MinItems, p.MaxItems, p.Enum = nil, nil, nil, nil, nil, nil, nil
+	}
+	return &c, nil
 }
 
 // toolError is a failed tool call whose text starts with the stable code.
