@@ -57,9 +57,10 @@ func TestKeyPolicy(t *testing.T) {
 		refused  bool
 		required bool
 	}{
-		{"loopback, no keys", "127.0.0.1:8080", x402.ModeOff, false, 0, false, false},
-		{"localhost, no keys", "localhost:8080", x402.ModeOff, false, 0, false, false},
-		{"ipv6 loopback", "[::1]:8080", x402.ModeOff, false, 0, false, false},
+		// Required means from the first active key on, even one added later.
+		{"loopback, no keys", "127.0.0.1:8080", x402.ModeOff, false, 0, false, true},
+		{"localhost, no keys", "localhost:8080", x402.ModeOff, false, 0, false, true},
+		{"ipv6 loopback", "[::1]:8080", x402.ModeOff, false, 0, false, true},
 		{"all interfaces, no keys", ":8080", x402.ModeOff, false, 0, true, false},
 		{"network, no keys", "0.0.0.0:8080", x402.ModeOff, false, 0, true, false},
 		{"network, no keys, allowed", "0.0.0.0:8080", x402.ModeOff, true, 0, false, false},

@@ -277,7 +277,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if c.MCP {
 		// A tool call carries at most a /v1/run-python body, inside its
 		// JSON-RPC envelope.
-		mux.Handle("/mcp", m.mcp.HTTPHandler(c.API.MaxRunBodyBytes+64<<10, m.log))
+		mux.Handle("/mcp", m.mcp.HTTPHandler(mcpserver.HTTPOptions{
+			MaxBody: c.API.MaxRunBodyBytes + 64<<10, BodyTimeout: c.API.BodyTimeout,
+			RefusesAnonymous: m.api.RefusesAnonymous, Logger: m.log}))
 	}
 	mux.Handle("GET /{$}", web.Handler()) // the playground
 	mux.Handle("/", m.api)
@@ -332,8 +334,9 @@ func (m *idleRelease) SetRuns(running, queued int) {
 
 // keyPolicy decides who may call without an API key (boxer keys). With
 // payments on, such a caller pays. With payments off, nobody once a key
-// exists; anybody on loopback before that; and boxer refuses to serve the
-// network for free to anybody, unless told to (--allow-anonymous).
+// exists (api.Config.KeysRequired: a key added while serving counts);
+// anybody on loopback before that; and boxer refuses to serve the network
+// for free to anybody, unless told to (--allow-anonymous).
 func (m *Main) keyPolicy(ctx context.Context) error {
 	c := m.cfg
 	n, err := m.store.ActiveKeys(ctx)
@@ -348,8 +351,8 @@ func (m *Main) keyPolicy(ctx context.Context) error {
 		return fmt.Errorf("refusing to serve %s with payments off and no API key: anyone who reaches it could run code here. "+
 			"Add a key (boxer keys add --name NAME --data-dir %s), turn payments on, or pass --allow-anonymous", c.Addr, c.DataDir)
 	}
-	c.API.KeysRequired = n > 0
-	m.log.Info("api keys", "active", n, "required", c.API.KeysRequired)
+	c.API.KeysRequired = true // from the first key on, even one added while serving
+	m.log.Info("api keys", "active", n, "required", n > 0)
 	return nil
 }
 

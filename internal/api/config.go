@@ -42,7 +42,8 @@ type Config struct {
 	// (the largest /v1/run-python body at 0.4 MiB/s).
 	BodyTimeout time.Duration
 
-	// KeysRequired refuses callers without an API key (401), where
+	// KeysRequired refuses callers without an API key (401) once any key
+	// is active (boxer keys add may run while boxer serves), where
 	// payments do not ask them to pay instead. A caller with a valid key
 	// is served either way, and never charged.
 	KeysRequired bool

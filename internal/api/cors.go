@@ -64,7 +64,9 @@ func (c *CORS) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
 		h := w.Header()
-		if origin != "" {
+		// Answers differ by origin wherever a list of origins is: a cache
+		// must not serve one origin's answer (or a no-origin one) to another.
+		if origin != "" || len(c.origins) > 0 {
 			h.Add("Vary", "Origin")
 		}
 		preflight := r.Method == http.MethodOptions && origin != "" && r.Header.Get("Access-Control-Request-Method") != ""

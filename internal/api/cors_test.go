@@ -74,3 +74,17 @@ func TestNewCORSRefusesWhatIsNotAnOrigin(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// With a list of origins, even an answer to a request without Origin
+// varies by it: a shared cache must not hand it to an allowed origin.
+func TestCORSVariesWithAList(t *testing.T) {
+	c, err := NewCORS([]string{"https://app.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	c.Handler(http.NotFoundHandler()).ServeHTTP(w, httptest.NewRequest("GET", "/v1/health", nil))
+	if w.Header().Get("Vary") != "Origin" {
+		t.Fatalf("Vary %q", w.Header().Get("Vary"))
+	}
+}

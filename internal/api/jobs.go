@@ -116,12 +116,17 @@ func (s *Server) runUnkept(w http.ResponseWriter, r *http.Request, req *runReque
 	writeBody(w, http.StatusOK, resp)
 }
 
-// jobKey is where a job_id is kept. With payments on, each payer has job
-// ids of their own: one payer's job_id never returns another's paid
-// result, nor conflicts with it.
+// jobKey is where a job_id is kept. Each API key, and with payments on
+// each payer, has job ids of its own: one caller's job_id never returns
+// another's result, nor conflicts with it (job ids are the callers' own
+// and easily guessed).
 func (s *Server) jobKey(r *http.Request, jobID string) string {
-	if payer := stateOf(r).payer; payer != "" {
-		return strings.ToLower(payer) + "/" + jobID // a job_id has no "/"
+	st := stateOf(r)
+	switch {
+	case st.key != "":
+		return "key:" + st.key + "/" + jobID // a job_id has no "/"; a payer no "key:"
+	case st.payer != "":
+		return strings.ToLower(st.payer) + "/" + jobID
 	}
 	return jobID
 }
@@ -233,7 +238,7 @@ func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, boxer.Errorf(boxer.ECodeNotFound, "no job %q: a job_id %s", jobID, why))
 		return
 	}
-	rec, err := s.deps.Store.Get(r.Context(), jobID)
+	rec, err := s.deps.Store.Get(r.Context(), s.jobKey(r, jobID))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		s.writeError(w, r, boxer.Errorf(boxer.ECodeNotFound, "no job %q (never run, run without a job_id, which is not kept, or older than the retention of %s)", jobID, s.cfg.JobRetention))

@@ -43,13 +43,52 @@ func (s *Server) guard(route string, h http.HandlerFunc, priced bool) http.Handl
 			s.writeError(w, r, boxer.Errorf(boxer.ECodeUnauthorized, "send the API key as Authorization: Bearer <key>"))
 		case pay != nil:
 			pay.ServeHTTP(w, r)
-		case s.cfg.KeysRequired:
+		case s.keysRequired(r.Context()):
 			w.Header().Set("WWW-Authenticate", `Bearer realm="boxer"`)
 			s.writeError(w, r, boxer.Errorf(boxer.ECodeUnauthorized, "this boxer needs an API key: send Authorization: Bearer <key> (its operator makes one with boxer keys add)"))
 		default:
 			h(w, r)
 		}
 	})
+}
+
+// keysRequired reports whether a caller without a key is refused now:
+// KeysRequired and a key active. The count is read at most once a
+// keyCountTTL, so that a key added or a last key revoked while boxer
+// serves takes effect within it, without a query per request.
+func (s *Server) keysRequired(ctx context.Context) bool {
+	if !s.cfg.KeysRequired {
+		return false
+	}
+	now := s.now()
+	kc := &s.keyCount
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	if kc.at.IsZero() || now.Sub(kc.at) >= keyCountTTL || now.Before(kc.at) {
+		n, err := s.deps.Store.ActiveKeys(ctx)
+		if err != nil {
+			return true // refuse rather than serve anybody
+		}
+		kc.active, kc.at = n, now
+	}
+	return kc.active > 0
+}
+
+const keyCountTTL = time.Second
+
+// keyCount caches the number of active keys (keysRequired).
+type keyCount struct {
+	mu     sync.Mutex
+	active int
+	at     time.Time
+}
+
+// RefusesAnonymous reports whether a caller without an API key is refused
+// before its request body matters: keys are required now and no payment
+// could be offered instead. A front end that must read a body to reach the
+// API (the MCP endpoint) asks first.
+func (s *Server) RefusesAnonymous(ctx context.Context) bool {
+	return s.deps.Payment == nil && s.keysRequired(ctx)
 }
 
 // bearer returns the token of an Authorization: Bearer header.

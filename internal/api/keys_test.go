@@ -137,3 +137,49 @@ func TestKeyRateLimit(t *testing.T) {
 	}
 	wantError(t, ts.do("POST", "/v1/exec", execBody, auth...), 429, boxer.ECodeRateLimited)
 }
+
+// A key added while boxer serves takes effect within keyCountTTL: from
+// then on a caller without one is refused; revoking the last lets it in
+// again.
+func TestKeysAddedWhileServing(t *testing.T) {
+	ts := newTestServer(t, Config{KeysRequired: true}, nil)
+	ctx := context.Background()
+	if rec := ts.do("POST", "/v1/exec", execBody); rec.Code != 200 {
+		t.Fatalf("no key yet: %d", rec.Code)
+	}
+	k, _, err := ts.store.AddKey(ctx, "new", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.clock.Advance(keyCountTTL)
+	wantError(t, ts.do("POST", "/v1/exec", execBody), 401, boxer.ECodeUnauthorized)
+	if err := ts.store.RevokeKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	ts.clock.Advance(keyCountTTL)
+	if rec := ts.do("POST", "/v1/exec", execBody); rec.Code != 200 {
+		t.Fatalf("last key revoked: %d", rec.Code)
+	}
+}
+
+// A job_id is each key's own: another key can neither read the result
+// nor take the id.
+func TestJobIDsArePerKey(t *testing.T) {
+	ts := newTestServer(t, Config{KeysRequired: true}, nil)
+	ctx := context.Background()
+	_, a, _ := ts.store.AddKey(ctx, "a", 0)
+	_, b, _ := ts.store.AddKey(ctx, "b", 0)
+	const job = `{"job_id":"build-1","files":{"main.py":"print(1)"}}`
+	if rec := ts.do("POST", "/v1/run-python", job, "Authorization", "Bearer "+a); rec.Code != 200 {
+		t.Fatalf("a runs: %d %s", rec.Code, rec.Body)
+	}
+	if rec := ts.do("GET", "/v1/jobs/build-1", "", "Authorization", "Bearer "+a); rec.Code != 200 {
+		t.Fatalf("a reads its job: %d", rec.Code)
+	}
+	wantError(t, ts.do("GET", "/v1/jobs/build-1", "", "Authorization", "Bearer "+b), 404, boxer.ECodeNotFound)
+	n := ts.runner.count()
+	other := `{"job_id":"build-1","files":{"main.py":"print(2)"}}`
+	if rec := ts.do("POST", "/v1/run-python", other, "Authorization", "Bearer "+b); rec.Code != 200 || ts.runner.count() != n+1 {
+		t.Fatalf("b's own build-1: %d %s", rec.Code, rec.Body)
+	}
+}

@@ -90,15 +90,15 @@ func (l LimitsDoc) String() string {
 	return fmt.Sprintf("%g CPU, %d MiB of memory, %gs", l.CPUs, l.MemoryMiB, l.TimeoutS)
 }
 
-func (s *Server) docInfo() DocInfo {
+func (s *Server) docInfo(r *http.Request) DocInfo {
 	info := s.deps.Doc
 	info.Version = s.cfg.Version
-	info.KeysRequired = s.cfg.KeysRequired
+	info.KeysRequired = s.keysRequired(r.Context())
 	return info
 }
 
 func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
-	b, err := OpenAPI(s.docInfo())
+	b, err := OpenAPI(s.docInfo(r))
 	if err != nil {
 		s.internalError(w, r, "openapi", err)
 		return
@@ -114,7 +114,7 @@ func (s *Server) handleLLMsTxt(w http.ResponseWriter, r *http.Request) {
 	lim := func(l boxer.Limits) LimitsDoc {
 		return LimitsDoc{CPUs: l.CPUs, MemoryMiB: l.MemoryBytes >> 20, TimeoutS: l.WallTime.Seconds()}
 	}
-	text := LLMsTxt(s.docInfo(), scheme+"://"+r.Host, lim(s.cfg.ExecLimits), lim(s.cfg.RunLimits))
+	text := LLMsTxt(s.docInfo(r), scheme+"://"+r.Host, lim(s.cfg.ExecLimits), lim(s.cfg.RunLimits))
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")

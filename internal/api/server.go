@@ -66,6 +66,7 @@ type Server struct {
 	answers  *answers
 	inflight inflight
 	keyRates keyRates
+	keyCount keyCount
 
 	// killRuns is cancelled when Shutdown's grace period ends: every run
 	// still going is cancelled with it.
