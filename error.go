@@ -18,6 +18,7 @@ const (
 	ECodeJobIDConflict       = "job_id_conflict"
 	ECodeResultNotKept       = "result_not_kept"
 	ECodeUnauthorized        = "unauthorized"
+	ECodeForbiddenHost       = "forbidden_host"
 	ECodePaymentRequired     = "payment_required"
 	ECodeRateLimited         = "rate_limited"
 	ECodeBusy                = "busy"

@@ -48,6 +48,7 @@ type serveConfig struct {
 	MCP           bool
 	CORSOrigins   []string
 	AllowAnon     bool
+	AllowedHosts  []string
 	ShutdownGrace time.Duration
 	MaxConns      int
 	Engine        *sandbox.Config
@@ -69,6 +70,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.boolean(&c.Metrics, "metrics", "BOXER_METRICS", false, "serve Prometheus metrics at /metrics")
 	ef.boolean(&c.MCP, "mcp", "BOXER_MCP", true, "serve the MCP tools (run_python, exec) at /mcp, streamable HTTP")
 	ef.boolean(&c.AllowAnon, "allow-anonymous", "BOXER_ALLOW_ANONYMOUS", false, "with payments off, serve callers without an API key even when keys exist or the address is not loopback")
+	ef.list(&c.AllowedHosts, "allowed-hosts", "BOXER_ALLOWED_HOSTS", "", "host names a reverse proxy on this machine forwards in Host (requests over loopback must name localhost or one of these: DNS rebinding), comma-separated")
 	ef.list(&c.CORSOrigins, "cors-origins", "BOXER_CORS_ORIGINS", "", "web origins (https://app.example.com, or *) whose pages may call boxer from a browser, comma-separated; none: CORS off")
 	ef.str(&c.DebugAddr, "debug-addr", "BOXER_DEBUG_ADDR", "", "serve Go's profiles (/debug/pprof/) on this address, apart from the API; keep it on loopback")
 	ef.integer(&c.MaxConns, "max-conns", "BOXER_MAX_CONNS", 1024, "most client connections open at once; more wait to be accepted")
@@ -287,7 +289,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--cors-origins: %w", err)
 	}
-	m.http = &http.Server{Handler: cors.Handler(mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	m.http = &http.Server{Handler: api.HostGuard(c.AllowedHosts, cors.Handler(mux)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return err

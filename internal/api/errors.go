@@ -21,6 +21,8 @@ func httpStatus(code string) int {
 		return http.StatusUnauthorized // 401, with WWW-Authenticate
 	case boxer.ECodePaymentRequired:
 		return http.StatusPaymentRequired // 402
+	case boxer.ECodeForbiddenHost:
+		return http.StatusForbidden // 403
 	case boxer.ECodeNotFound:
 		return http.StatusNotFound // 404
 	case boxer.ECodeMethodNotAllowed:

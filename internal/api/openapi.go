@@ -81,7 +81,7 @@ var routeDocs = []routeDoc{
 
 // commonErrors are the codes any route with a body may answer.
 var commonErrors = []string{boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodePayloadTooLarge, boxer.ECodeUnsupportedMedia,
-	boxer.ECodeRequestTimeout, boxer.ECodeMethodNotAllowed, boxer.ECodeInternal}
+	boxer.ECodeRequestTimeout, boxer.ECodeMethodNotAllowed, boxer.ECodeInternal, boxer.ECodeForbiddenHost}
 
 // runErrors are the codes a run route may answer besides.
 var runErrors = []string{boxer.ECodeUnauthorized, boxer.ECodePaymentRequired, boxer.ECodeRateLimited, boxer.ECodeBusy, boxer.ECodeUnavailable}
@@ -113,7 +113,7 @@ func OpenAPI(info DocInfo) ([]byte, error) {
 		if rd.request != nil {
 			codes = append(append([]string(nil), codes...), commonErrors...)
 		} else {
-			codes = append(append([]string(nil), codes...), boxer.ECodeMethodNotAllowed, boxer.ECodeInternal, boxer.ECodeNotFound)
+			codes = append(append([]string(nil), codes...), boxer.ECodeMethodNotAllowed, boxer.ECodeInternal, boxer.ECodeNotFound, boxer.ECodeForbiddenHost)
 		}
 		if rd.run {
 			codes = append(codes, runErrors...)
@@ -195,7 +195,7 @@ var paymentRequiredSchema = map[string]any{
 func allCodes() []string {
 	return []string{boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodeUnsupportedLanguage, boxer.ECodeCodeTooLarge,
 		boxer.ECodePayloadTooLarge, boxer.ECodeUnsupportedMedia, boxer.ECodeRequestTimeout, boxer.ECodeNotFound, boxer.ECodeMethodNotAllowed,
-		boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept, boxer.ECodeUnauthorized, boxer.ECodePaymentRequired, boxer.ECodeRateLimited,
+		boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept, boxer.ECodeUnauthorized, boxer.ECodeForbiddenHost, boxer.ECodePaymentRequired, boxer.ECodeRateLimited,
 		boxer.ECodeBusy, boxer.ECodeUnavailable, boxer.ECodeInternal}
 }
 

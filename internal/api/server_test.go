@@ -21,6 +21,7 @@ func TestErrorTable(t *testing.T) {
 		{boxer.ECodeUnsupportedLanguage, 400},
 		{boxer.ECodeUnauthorized, 401},
 		{boxer.ECodePaymentRequired, 402},
+		{boxer.ECodeForbiddenHost, 403},
 		{boxer.ECodeRateLimited, 429},
 		{boxer.ECodeNotFound, 404},
 		{boxer.ECodeMethodNotAllowed, 405},

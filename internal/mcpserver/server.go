@@ -92,6 +92,9 @@ func (s *Server) HTTPHandler(o HTTPOptions) http.Handler {
 		Logger:                       o.Logger,
 		MaxRequestBodyBytes:          o.MaxBody,
 		PropagateRequestCancellation: true,
+		// boxer's own guard (api.HostGuard) does this for every route,
+		// with the names a local reverse proxy forwards allowed.
+		DisableLocalhostProtection: true,
 	})
 	return withOrigin(guardHTTP(o, h))
 }
