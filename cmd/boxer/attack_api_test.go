@@ -263,4 +263,14 @@ func runAPIProbes(t *testing.T, a *attacker, host *hostWatch, vars map[string]st
 			}
 		})
 	}
+	// DNS rebinding: a page whose name points at 127.0.0.1 reaches boxer
+	// over loopback with its own name in Host. Nothing runs.
+	probe(t, a, host, "api/dns-rebinding", false, func(t *testing.T, path string) {
+		for _, route := range []string{"/v1/exec", "/v1/run-python", "/mcp"} {
+			r := a.sendRawAs(t, "rebind.attacker.example:8080", route, "", []byte(`{"code":"print(1)"}`))
+			if r.code != 403 || r.errCode != "forbidden_host" {
+				t.Errorf("%s with a foreign Host over loopback: %d %s %q, want 403 forbidden_host", route, r.code, r.errCode, r.errMsg)
+			}
+		}
+	})
 }

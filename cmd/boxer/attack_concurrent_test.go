@@ -163,7 +163,7 @@ func slowBody(t *testing.T, a *attacker, path string) {
 	}
 	defer conn.Close()
 	start := time.Now()
-	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: boxer\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", route)
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", route)
 	answer := make(chan []byte, 1)
 	go func() {
 		b, _ := io.ReadAll(conn) // until the server hangs up (or the test does)

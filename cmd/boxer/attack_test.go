@@ -142,6 +142,12 @@ func (a *attacker) send(t *testing.T, route, contentType string, body []byte) *r
 // may report as a failed write instead of the answer.
 func (a *attacker) sendRaw(t *testing.T, route, contentType string, body []byte) *reply {
 	t.Helper()
+	return a.sendRawAs(t, "localhost", route, contentType, body)
+}
+
+// sendRawAs is sendRaw with the Host header given.
+func (a *attacker) sendRawAs(t *testing.T, hostHeader, route, contentType string, body []byte) *reply {
+	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(a.s.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -151,8 +157,8 @@ func (a *attacker) sendRaw(t *testing.T, route, contentType string, body []byte)
 		contentType = "application/json"
 	}
 	go func() {
-		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: boxer\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n",
-			route, contentType, len(body))
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n",
+			route, hostHeader, contentType, len(body))
 		conn.Write(body) // fails once the server has answered and hung up
 	}()
 	conn.SetReadDeadline(time.Now().Add(60 * time.Second))
