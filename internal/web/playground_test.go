@@ -61,6 +61,12 @@ func TestPlaygroundInChromium(t *testing.T) {
 	if typed != chart || status != "ok" || stdout != "saved\n" || exit != "0" || width < 100 {
 		t.Fatalf("status %q, stdout %q, exit %q, chart %d px wide; typed %q", status, stdout, exit, width, typed)
 	}
+	// The page's CSP admits its own script by hash and nothing else: an
+	// inline script inserted into the page does not run.
+	injected := run(t, ctx, chromedp.Evaluate[bool](`(() => { const s = document.createElement("script"); s.textContent = "window.injected = true"; document.body.appendChild(s); return window.injected === true; })()`))
+	if injected {
+		t.Fatal("an inline script inserted into the page ran: the CSP does not hold")
+	}
 	shot := run(t, ctx, chromedp.FullScreenshot(100))
 	dir := os.Getenv("BOXER_TEST_ARTIFACTS")
 	if dir == "" {
