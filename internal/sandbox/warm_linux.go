@@ -203,7 +203,7 @@ func (w *Warm) recv(ctx context.Context) (childMsg, error) {
 	}
 	_ = w.conn.SetReadDeadline(deadline)
 	// A dead zygote takes the child with it; do not wait out the deadline.
-	stop := context.AfterFunc(w.z.deadCtx, func() { _ = w.conn.SetReadDeadline(time.Now()) })
+	stop := context.AfterFunc(w.z.dead, func() { _ = w.conn.SetReadDeadline(time.Now()) })
 	defer stop()
 	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(unix.SizeofUcred)+unix.CmsgSpace(4*4))
 	n, oobn, _, _, err := w.conn.ReadMsgUnix(buf, oob)

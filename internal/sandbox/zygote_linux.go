@@ -95,10 +95,10 @@ type Zygote struct {
 	replies chan warm.Msg // replies to requests; a stale one is dropped (see deliver)
 	mu      sync.Mutex    // guards exits
 	exits   map[int]chan uint32
-	dead    chan struct{} // closed when the zygote is gone
-	// deadCtx is cancelled when dead is closed: a wait registers on it
-	// with context.AfterFunc, which costs no goroutine per wait.
-	deadCtx  context.Context
+	// dead is cancelled when the zygote is gone: a wait selects on its
+	// Done, or registers on it with context.AfterFunc, which costs no
+	// goroutine per wait.
+	dead     context.Context
 	markDead context.CancelFunc
 	closing  sync.Once
 	closed   chan struct{} // closed when Close has removed the sandbox
@@ -175,10 +175,9 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		free:    make(chan struct{}, cfg.Slots),
 		replies: make(chan warm.Msg, 1),
 		exits:   make(map[int]chan uint32),
-		dead:    make(chan struct{}),
 		closed:  make(chan struct{}),
 	}
-	z.deadCtx, z.markDead = context.WithCancel(context.Background())
+	z.dead, z.markDead = context.WithCancel(context.Background())
 	defer func() {
 		if retErr != nil {
 			z.Close()
@@ -238,7 +237,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		if err := z.sb.cg.Set(resources(lim)); err != nil {
 			return nil, fmt.Errorf("zygote: room for its children's copies: %w", err)
 		}
-	case <-z.dead:
+	case <-z.dead.Done():
 		return nil, fmt.Errorf("zygote died while starting: %s", z.stderrAfterKill())
 	case <-t.C:
 		return nil, fmt.Errorf("zygote: not ready within %v: %s", zygoteStartTimeout, z.stderrAfterKill())
@@ -280,7 +279,6 @@ func (z *Zygote) read() {
 			delete(z.exits, pid)
 		}
 		z.mu.Unlock()
-		close(z.dead)
 		z.markDead()
 	}()
 	buf := make([]byte, 1<<16)
@@ -362,7 +360,7 @@ func (z *Zygote) fork(req warm.ForkRequest, sock *os.File) (<-chan uint32, error
 			ch := z.exits[m.Pid]
 			z.mu.Unlock()
 			return ch, nil
-		case <-z.dead:
+		case <-z.dead.Done():
 			return nil, errors.New("zygote died")
 		case <-t.C:
 			return nil, fmt.Errorf("zygote: no fork within %v", forkTimeout)
@@ -371,7 +369,7 @@ func (z *Zygote) fork(req warm.ForkRequest, sock *os.File) (<-chan uint32, error
 }
 
 // Dead is closed when the zygote has died; its warm children die with it.
-func (z *Zygote) Dead() <-chan struct{} { return z.dead }
+func (z *Zygote) Dead() <-chan struct{} { return z.dead.Done() }
 
 // Forks counts the children forked so far.
 func (z *Zygote) Forks() int64 { return z.forks.Load() }
@@ -435,7 +433,7 @@ type freeSlot struct {
 func (z *Zygote) takeSlot(ctx context.Context) (freeSlot, error) {
 	select {
 	case <-z.free:
-	case <-z.dead:
+	case <-z.dead.Done():
 		return freeSlot{}, errors.New("zygote died")
 	case <-ctx.Done():
 		return freeSlot{}, ctx.Err()
