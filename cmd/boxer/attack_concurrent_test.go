@@ -148,14 +148,18 @@ const slowBodyLimit = 6 * time.Second
 
 // slowBody sends complete headers announcing a body of 100 bytes, then on
 // the warm side one byte every half second (a slow-loris body), on the
-// cold side nothing more (a stalled one). The server must go on serving
+// cold side nothing more (a stalled one); on the warm side with the
+// pre-imports it goes to /mcp, whose body is read before its handler. The server must go on serving
 // others, and must end the request with 408 request_timeout and a hang-up
 // within slowBodyLimit, instead of holding a connection and a goroutine
 // for as long as the client likes.
 func slowBody(t *testing.T, a *attacker, path string) {
 	route, trickle := "/v1/exec", true
-	if path == "cold" {
+	switch path {
+	case "cold":
 		route, trickle = "/v1/run-python", false
+	case "warm-preimports":
+		route = "/mcp"
 	}
 	conn, err := net.Dial("tcp", strings.TrimPrefix(a.s.url, "http://"))
 	if err != nil {

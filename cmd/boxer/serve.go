@@ -279,9 +279,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if c.MCP {
 		// A tool call carries at most a /v1/run-python body, inside its
 		// JSON-RPC envelope.
-		mux.Handle("/mcp", m.mcp.HTTPHandler(mcpserver.HTTPOptions{
-			MaxBody: c.API.MaxRunBodyBytes + 64<<10, BodyTimeout: c.API.BodyTimeout,
-			RefusesAnonymous: m.api.RefusesAnonymous, Logger: m.log}))
+		limit := c.API.MaxRunBodyBytes + 64<<10
+		mux.Handle("/mcp", m.mcp.HTTPHandler(mcpserver.HTTPOptions{MaxBody: limit, Logger: m.log,
+			Before: func(h http.Handler) http.Handler { return m.api.BodyFirst(limit, h) }}))
 	}
 	mux.Handle("GET /{$}", web.Handler()) // the playground
 	mux.Handle("/", m.api)

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -44,11 +46,43 @@ func (s *Server) guard(route string, h http.HandlerFunc, priced bool) http.Handl
 		case pay != nil:
 			pay.ServeHTTP(w, r)
 		case s.keysRequired(r.Context()):
-			w.Header().Set("WWW-Authenticate", `Bearer realm="boxer"`)
-			s.writeError(w, r, boxer.Errorf(boxer.ECodeUnauthorized, "this boxer needs an API key: send Authorization: Bearer <key> (its operator makes one with boxer keys add)"))
+			s.needKey(w, r)
 		default:
 			h(w, r)
 		}
+	})
+}
+
+// needKey refuses a caller without an API key.
+func (s *Server) needKey(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="boxer"`)
+	s.writeError(w, r, boxer.Errorf(boxer.ECodeUnauthorized, "this boxer needs an API key: send Authorization: Bearer <key> (its operator makes one with boxer keys add)"))
+}
+
+// BodyFirst is, for a front end that must read a whole request body
+// before it knows what it asks of the API (the MCP endpoint, whose tool
+// calls are API requests), what the API's routes do before their
+// handlers: a caller without a key whom no payment could admit is refused
+// before its body is read, and the body is read as the routes read theirs
+// (readBody: its media type, at most limit bytes, within BodyTimeout),
+// with the same errors. next gets the request with its body in memory.
+func (s *Server) BodyFirst(limit int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.Header.Get("Authorization") == "" && s.deps.Payment == nil && s.keysRequired(r.Context()) {
+			s.needKey(w, r)
+			return
+		}
+		body, e := readBody(w, r, limit, s.cfg.BodyTimeout)
+		if e != nil {
+			s.writeError(w, r, e)
+			return
+		}
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -81,14 +115,6 @@ type keyCount struct {
 	mu     sync.Mutex
 	active int
 	at     time.Time
-}
-
-// RefusesAnonymous reports whether a caller without an API key is refused
-// before its request body matters: keys are required now and no payment
-// could be offered instead. A front end that must read a body to reach the
-// API (the MCP endpoint) asks first.
-func (s *Server) RefusesAnonymous(ctx context.Context) bool {
-	return s.deps.Payment == nil && s.keysRequired(ctx)
 }
 
 // bearer returns the token of an Authorization: Bearer header.
@@ -141,9 +167,8 @@ func (kr *keyRates) take(id string, perMinute int, now time.Time) (time.Duration
 		kr.buckets = map[string]*rate.Limiter{}
 	}
 	lim := kr.buckets[id]
-	limit := rate.Limit(float64(perMinute) / 60)
-	if lim == nil || lim.Burst() != perMinute {
-		lim = rate.NewLimiter(limit, perMinute)
+	if lim == nil { // a key's rate is set when it is made, and never changes
+		lim = rate.NewLimiter(rate.Limit(float64(perMinute)/60), perMinute)
 		kr.buckets[id] = lim
 	}
 	r := lim.ReserveN(now, 1)

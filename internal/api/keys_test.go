@@ -2,7 +2,10 @@ package api
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,4 +185,55 @@ func TestJobIDsArePerKey(t *testing.T) {
 	if rec := ts.do("POST", "/v1/run-python", other, "Authorization", "Bearer "+b); rec.Code != 200 || ts.runner.count() != n+1 {
 		t.Fatalf("b's own build-1: %d %s", rec.Code, rec.Body)
 	}
+}
+
+// BodyFirst does for a front end what the routes do before a handler: a
+// caller refused anyway is refused before its body is read, a body over
+// the limit is refused, and otherwise the front end gets the body whole.
+func TestBodyFirst(t *testing.T) {
+	ts := newTestServer(t, Config{KeysRequired: true}, nil)
+	var got []byte
+	h := ts.BodyFirst(64, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ = io.ReadAll(r.Body)
+		w.WriteHeader(204)
+	}))
+	send := func(body io.Reader, headers ...string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/mcp", body)
+		r.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(headers); i += 2 {
+			r.Header.Set(headers[i], headers[i+1])
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	if w := send(strings.NewReader(`{"a":1}`)); w.Code != 204 || string(got) != `{"a":1}` {
+		t.Fatalf("no key exists yet: %d %q", w.Code, got)
+	}
+	if _, _, err := ts.store.AddKey(context.Background(), "k", 0); err != nil {
+		t.Fatal(err)
+	}
+	ts.clock.Advance(keyCountTTL)
+	read := &countingReader{r: strings.NewReader(`{"a":1}`)}
+	w := send(read)
+	wantError(t, w, 401, boxer.ECodeUnauthorized)
+	if read.n != 0 || w.Header().Get("WWW-Authenticate") == "" {
+		t.Fatalf("%d bytes of an anonymous body read before the refusal", read.n)
+	}
+	wantError(t, send(strings.NewReader(strings.Repeat(" ", 65)+"{}"), "Authorization", "Bearer x"), 413, boxer.ECodePayloadTooLarge)
+	got = nil
+	if w := send(strings.NewReader(`{"b":2}`), "Authorization", "Bearer x"); w.Code != 204 || string(got) != `{"b":2}` {
+		t.Fatalf("with a key (the API judges it): %d %q", w.Code, got)
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
 }

@@ -1,7 +1,7 @@
 package mcpserver
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,8 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
-	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -67,26 +65,24 @@ func New(cfg Config) (*Server, error) {
 // MCP is the SDK's server, for a transport to run (stdio) or serve.
 func (s *Server) MCP() *mcp.Server { return s.mcp }
 
-// HTTPOptions bound the streamable HTTP transport.
+// HTTPOptions shape the streamable HTTP transport.
 type HTTPOptions struct {
 	// MaxBody bounds a request: a tool call carries at most a
 	// /v1/run-python body and its JSON-RPC envelope.
 	MaxBody int64
-	// BodyTimeout is the longest a request body may take to arrive, as
-	// for the API's routes (api.Config.BodyTimeout).
-	BodyTimeout time.Duration
-	// RefusesAnonymous, if set, says whether a caller without an API key
-	// would be refused by the API whatever its request: then it is
-	// refused before its body is read (api.Server.RefusesAnonymous).
-	RefusesAnonymous func(context.Context) bool
-	Logger           *slog.Logger
+	// Before, if set, wraps the transport: boxer serve passes the API's
+	// own checks of a request and reading of its body
+	// (api.Server.BodyFirst), so that /mcp refuses what the API's routes
+	// refuse before a handler, as they do.
+	Before func(http.Handler) http.Handler
+	Logger *slog.Logger
 }
 
 // HTTPHandler serves the streamable HTTP transport. It is stateless: each
 // POST is a whole exchange, so any boxer node behind a load balancer can
 // answer any call, and nothing is kept between calls.
 func (s *Server) HTTPHandler(o HTTPOptions) http.Handler {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		Stateless:                    true,
 		JSONResponse:                 true,
 		Logger:                       o.Logger,
@@ -96,64 +92,49 @@ func (s *Server) HTTPHandler(o HTTPOptions) http.Handler {
 		// with the names a local reverse proxy forwards allowed.
 		DisableLocalhostProtection: true,
 	})
-	return withOrigin(guardHTTP(o, h))
+	h = noBatches(h)
+	if o.Before != nil {
+		h = o.Before(h)
+	}
+	return withOrigin(h)
 }
 
-// guardHTTP is what the API's own routes do before a request reaches a
-// handler, done for /mcp, whose handler must read the body first: a caller
-// refused anyway is refused before its body is read; the body must arrive
-// within BodyTimeout; and a JSON-RPC batch, which older protocol versions
-// allow, is refused: one POST would run as many tool calls at once as it
-// holds (tens of thousands in 8 MiB), past every bound boxer sets on a
-// connection.
-func guardHTTP(o HTTPOptions, next http.Handler) http.Handler {
+// noBatches refuses a JSON-RPC batch, which older protocol versions allow:
+// one POST would run as many tool calls at once as it holds (tens of
+// thousands in 8 MiB), past every bound boxer sets on a connection. Only
+// the body's first byte that is not white space is looked at.
+func noBatches(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if o.RefusesAnonymous != nil && !hasBearer(r) && o.RefusesAnonymous(r.Context()) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="boxer"`)
-			httpError(w, http.StatusUnauthorized, boxer.ECodeUnauthorized,
-				"this boxer needs an API key: send Authorization: Bearer <key> (its operator makes one with boxer keys add)")
-			return
-		}
-		if o.BodyTimeout > 0 {
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(o.BodyTimeout))
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, o.MaxBody))
-		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				httpError(w, http.StatusRequestEntityTooLarge, boxer.ECodePayloadTooLarge, fmt.Sprintf("the request body is larger than %d bytes", o.MaxBody))
-			} else {
-				w.Header().Set("Connection", "close")
-				httpError(w, http.StatusRequestTimeout, boxer.ECodeRequestTimeout, "the request body did not arrive in time")
+		br := bufio.NewReader(r.Body)
+		for {
+			c, err := br.ReadByte()
+			if err != nil {
+				break // empty: the transport says so
 			}
-			return
+			if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+				continue
+			}
+			if c == '[' {
+				b, _ := json.Marshal(map[string]any{"success": false, "error": boxer.Errorf(boxer.ECodeInvalidRequest,
+					"JSON-RPC batches are not served: send one message a request")})
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write(b)
+				return
+			}
+			_ = br.UnreadByte()
+			break
 		}
-		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
-		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
-			httpError(w, http.StatusBadRequest, boxer.ECodeInvalidRequest, "JSON-RPC batches are not served: send one message a request")
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{br, r.Body}
 		next.ServeHTTP(w, r)
 	})
-}
-
-func hasBearer(r *http.Request) bool {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	return ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(token) != ""
-}
-
-// httpError answers with the API's error envelope.
-func httpError(w http.ResponseWriter, status int, code, msg string) {
-	b, _ := json.Marshal(map[string]any{"success": false, "error": map[string]string{"code": code, "message": msg}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
 }
 
 // toolHandler turns a tool call's checked arguments into its result.
