@@ -18,9 +18,10 @@ import (
 // proxy on the same machine forwards in Host (--allowed-hosts). Requests
 // over other interfaces are not concerned: the network reached boxer on
 // purpose. Refused: 403 forbidden_host.
-func HostGuard(allowed []string, next http.Handler) http.Handler {
-	for i := range allowed {
-		allowed[i] = strings.ToLower(allowed[i])
+func HostGuard(allowedHosts []string, next http.Handler) http.Handler {
+	allowed := make([]string, len(allowedHosts))
+	for i, h := range allowedHosts {
+		allowed[i] = strings.ToLower(h)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Host != "" && fromLoopback(r.RemoteAddr) && !loopbackHost(r.Host) && !slices.Contains(allowed, strings.ToLower(hostOnly(r.Host))) {

@@ -9,11 +9,11 @@ import (
 	"boxer"
 )
 
-// LLMsTxt is GET /llms.txt: what boxer is and how to call it, for a model
+// llmsTxt is GET /llms.txt: what boxer is and how to call it, for a model
 // reading it, in the style of the marketplace listings of the services
 // boxer speaks for (seed 001). It is written from routeDocs, the source of
 // the OpenAPI document, with base the service's own URL.
-func LLMsTxt(info DocInfo, base string, exec, run LimitsDoc) string {
+func llmsTxt(info DocInfo, base string, exec, run limitsDoc) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("# boxer: untrusted Python in a disposable sandbox\n\n")
@@ -79,14 +79,14 @@ func LLMsTxt(info DocInfo, base string, exec, run LimitsDoc) string {
 	return b.String()
 }
 
-// LimitsDoc is a route's limits, as llms.txt states them.
-type LimitsDoc struct {
+// limitsDoc is a route's limits, as llms.txt states them.
+type limitsDoc struct {
 	CPUs      float64
 	MemoryMiB int64
 	TimeoutS  float64
 }
 
-func (l LimitsDoc) String() string {
+func (l limitsDoc) String() string {
 	return fmt.Sprintf("%g CPU, %d MiB of memory, %gs", l.CPUs, l.MemoryMiB, l.TimeoutS)
 }
 
@@ -111,10 +111,10 @@ func (s *Server) handleLLMsTxt(w http.ResponseWriter, r *http.Request) {
 	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
 		scheme = "https"
 	}
-	lim := func(l boxer.Limits) LimitsDoc {
-		return LimitsDoc{CPUs: l.CPUs, MemoryMiB: l.MemoryBytes >> 20, TimeoutS: l.WallTime.Seconds()}
+	lim := func(l boxer.Limits) limitsDoc {
+		return limitsDoc{CPUs: l.CPUs, MemoryMiB: l.MemoryBytes >> 20, TimeoutS: l.WallTime.Seconds()}
 	}
-	text := LLMsTxt(s.docInfo(r), scheme+"://"+r.Host, lim(s.cfg.ExecLimits), lim(s.cfg.RunLimits))
+	text := llmsTxt(s.docInfo(r), scheme+"://"+r.Host, lim(s.cfg.ExecLimits), lim(s.cfg.RunLimits))
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")

@@ -31,13 +31,14 @@ func statuses() []any {
 // operations and of llms.txt's endpoint list.
 type routeDoc struct {
 	method, path, id, summary, description string
-	request                                any // its type is the body's; nil: no body
-	example                                any // a request body
-	ok                                     any // the 200 body's type; nil: described in okSchema
-	okSchema                               map[string]any
-	okExample                              any
+	request                                any             // its type is the body's; nil: no body
+	example                                json.RawMessage // a request body
+	ok                                     any             // the 200 body: a value of its type, or its schema
+	okExample                              json.RawMessage
+	accepted                               any      // the 202 body's type, if the route answers one
 	errors                                 []string // error codes the route answers besides the common ones
-	run                                    bool     // a run route: keys, payments, admission
+	keyed                                  bool     // API keys apply
+	run                                    bool     // a run route: payments and admission too
 }
 
 var routeDocs = []routeDoc{
@@ -45,13 +46,13 @@ var routeDocs = []routeDoc{
 		method: "POST", path: routeExec, id: "exec", summary: "Run a Python snippet",
 		description: "Runs code in a fresh sandbox (no network, read-only system, 0.5 CPU, 512 MiB, 30 s by default) and returns stdout, stderr, exit code and status. success is true whenever the program ran, whatever its exit code (seed 000).",
 		request:     ExecRequest{}, example: json.RawMessage(`{"code":"print(2 + 2)","language":"python"}`),
-		okSchema: map[string]any{"type": "object", "required": []string{"success", "result"}, "additionalProperties": false,
+		ok: map[string]any{"type": "object", "required": []string{"success", "result"}, "additionalProperties": false,
 			"properties": map[string]any{"success": map[string]any{"const": true}, "result": mustSchema(ExecResult{})}},
 		okExample: json.RawMessage(`{"success":true,"result":{"stdout":"4\n","stderr":"","exitCode":0,"durationMs":3,"timedOut":false,` +
 			`"status":"ok","oomKilled":false,"oomKills":0,"stdoutTruncated":false,"stderrTruncated":false,"cpuTimeMs":3,` +
 			`"memoryPeakBytes":524288,"signal":null,"timing":{"queueMs":0,"acquireMs":0,"runMs":3,"collectMs":0}}}`),
 		errors: []string{boxer.ECodeUnsupportedLanguage, boxer.ECodeCodeTooLarge},
-		run:    true,
+		keyed:  true, run: true,
 	},
 	{
 		method: "POST", path: routeRunPython, id: "runPython", summary: "Run Python files",
@@ -63,12 +64,13 @@ var routeDocs = []routeDoc{
 			`"missing_artifacts":[],"status":"ok","oom_kills":0,"signal":null,"cpu_time_ms":3,"memory_peak_bytes":524288,` +
 			`"timing":{"queue_ms":0,"acquire_ms":0,"run_ms":3,"collect_ms":0}}`),
 		errors: []string{boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept},
-		run:    true,
+		keyed:  true, run: true,
 	},
 	{
 		method: "GET", path: "/v1/jobs/{job_id}", id: "getJob", summary: "A kept run-python result",
 		description: "The stored result of a /v1/run-python request that named job_id: 200 with it, 202 while the run goes on, 404 when unknown or expired, 410 when it was too large to keep.",
-		ok:          RunResponse{}, errors: []string{boxer.ECodeResultNotKept},
+		ok:          RunResponse{}, accepted: runningResponse{}, errors: []string{boxer.ECodeNotFound, boxer.ECodeResultNotKept},
+		keyed: true,
 	},
 	{
 		method: "GET", path: "/v1/health", id: "health", summary: "Service health and figures",
@@ -76,15 +78,18 @@ var routeDocs = []routeDoc{
 		ok:          healthBody{},
 	},
 	{method: "GET", path: "/healthz", id: "healthz", summary: "Liveness", description: "The process serves HTTP.", ok: statusBody{}},
-	{method: "GET", path: "/readyz", id: "readyz", summary: "Readiness", description: "A sandbox can start now; fails (503) while shutting down.", ok: statusBody{}},
+	{method: "GET", path: "/readyz", id: "readyz", summary: "Readiness", description: "A sandbox can start now; fails (503) while shutting down.", ok: statusBody{},
+		errors: []string{boxer.ECodeUnavailable}},
 }
 
-// commonErrors are the codes any route with a body may answer.
-var commonErrors = []string{boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodePayloadTooLarge, boxer.ECodeUnsupportedMedia,
-	boxer.ECodeRequestTimeout, boxer.ECodeMethodNotAllowed, boxer.ECodeInternal, boxer.ECodeForbiddenHost}
-
-// runErrors are the codes a run route may answer besides.
-var runErrors = []string{boxer.ECodeUnauthorized, boxer.ECodePaymentRequired, boxer.ECodeRateLimited, boxer.ECodeBusy, boxer.ECodeUnavailable}
+// The codes routes answer besides their own: every route; a route with a
+// body; a route keys apply to; a run route.
+var (
+	anyErrors   = []string{boxer.ECodeMethodNotAllowed, boxer.ECodeInternal, boxer.ECodeForbiddenHost}
+	bodyErrors  = []string{boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodePayloadTooLarge, boxer.ECodeUnsupportedMedia, boxer.ECodeRequestTimeout}
+	keyedErrors = []string{boxer.ECodeUnauthorized, boxer.ECodeRateLimited}
+	runErrors   = []string{boxer.ECodePaymentRequired, boxer.ECodeBusy, boxer.ECodeUnavailable}
+)
 
 // OpenAPI is boxer's OpenAPI 3.1 document.
 func OpenAPI(info DocInfo) ([]byte, error) {
@@ -99,9 +104,10 @@ func OpenAPI(info DocInfo) ([]byte, error) {
 		if strings.Contains(rd.path, "{job_id}") {
 			op["parameters"] = []any{map[string]any{"name": "job_id", "in": "path", "required": true, "schema": map[string]any{"type": "string"}}}
 		}
-		ok := rd.okSchema
-		var okSchema any = ok
-		if ok == nil {
+		var okSchema any
+		if m, isSchema := rd.ok.(map[string]any); isSchema {
+			okSchema = m
+		} else {
 			okSchema = mustSchema(rd.ok)
 		}
 		okContent := map[string]any{"schema": okSchema}
@@ -109,22 +115,19 @@ func OpenAPI(info DocInfo) ([]byte, error) {
 			okContent["example"] = rd.okExample
 		}
 		responses := map[string]any{"200": map[string]any{"description": "OK", "content": map[string]any{"application/json": okContent}}}
-		codes := rd.errors
+		if rd.accepted != nil {
+			responses["202"] = map[string]any{"description": "The run goes on", "content": map[string]any{"application/json": map[string]any{
+				"schema": mustSchema(rd.accepted)}}}
+		}
+		codes := append(append([]string(nil), rd.errors...), anyErrors...)
 		if rd.request != nil {
-			codes = append(append([]string(nil), codes...), commonErrors...)
-		} else {
-			codes = append(append([]string(nil), codes...), boxer.ECodeMethodNotAllowed, boxer.ECodeInternal, boxer.ECodeNotFound, boxer.ECodeForbiddenHost)
+			codes = append(codes, bodyErrors...)
+		}
+		if rd.keyed {
+			codes = append(codes, keyedErrors...)
 		}
 		if rd.run {
 			codes = append(codes, runErrors...)
-		}
-		if rd.id == "getJob" {
-			codes = append(codes, boxer.ECodeUnauthorized, boxer.ECodeRateLimited)
-			responses["202"] = map[string]any{"description": "The run goes on", "content": map[string]any{"application/json": map[string]any{
-				"schema": mustSchema(runningResponse{})}}}
-		}
-		if rd.id == "readyz" {
-			codes = append(codes, boxer.ECodeUnavailable)
 		}
 		byStatus := map[int][]string{}
 		for _, c := range codes {
@@ -150,7 +153,7 @@ func OpenAPI(info DocInfo) ([]byte, error) {
 			responses[fmt.Sprint(status)] = r
 		}
 		op["responses"] = responses
-		if rd.run || rd.id == "getJob" {
+		if rd.keyed {
 			op["security"] = []any{map[string]any{}, map[string]any{"apiKey": []any{}}}
 		}
 		if p, ok := info.Prices[rd.path]; ok {
@@ -218,10 +221,8 @@ func PricedRoutes() ([]PricedRoute, error) {
 		if err != nil {
 			return nil, err
 		}
-		in, _ := rd.example.(json.RawMessage)
-		ok, _ := rd.okExample.(json.RawMessage)
 		out = append(out, PricedRoute{Path: rd.path, Method: rd.method, Description: rd.summary + ": " + rd.description,
-			InputExample: in, OutputExample: ok, Input: schema})
+			InputExample: rd.example, OutputExample: rd.okExample, Input: schema})
 	}
 	return out, nil
 }

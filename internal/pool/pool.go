@@ -491,7 +491,6 @@ func DebianPackage(mod string) string {
 	if pkg, ok := map[string]string{
 		"sklearn":  "python3-sklearn",
 		"yaml":     "python3-yaml",
-		"PIL":      "python3-pil",
 		"pil":      "python3-pil",
 		"bs4":      "python3-bs4",
 		"dateutil": "python3-dateutil",
