@@ -25,7 +25,8 @@ type Call struct {
 	Duration time.Duration
 	// Payer is the address that paid for the call; empty when free.
 	Payer string
-	// Key is the id of the API key the call came with; empty without one.
+	// Key is the id of the API key the call came with, whose use it
+	// counts (Key.Calls, Key.LastUsedAt); empty without one.
 	Key string
 }
 
@@ -107,7 +108,7 @@ func (s *Store) writeCalls(ctx context.Context, calls []Call) (retErr error) {
 		}
 	}()
 	stmt, err := tx.PrepareContext(ctx, `
-INSERT INTO calls (at, route, status, ran, duration_us, payer, key_id) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+INSERT INTO calls (at, route, status, ran, duration_us, payer) VALUES (?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
@@ -119,7 +120,7 @@ INSERT INTO calls (at, route, status, ran, duration_us, payer, key_id) VALUES (?
 	uses := map[string]*use{}
 	for _, c := range calls {
 		if _, err := stmt.ExecContext(ctx, unixMilli(c.At), c.Route, c.Status, c.Ran, c.Duration.Microseconds(),
-			nullIfEmpty(c.Payer), nullIfEmpty(c.Key)); err != nil {
+			nullIfEmpty(c.Payer)); err != nil {
 			return err
 		}
 		if c.Key != "" {

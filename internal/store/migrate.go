@@ -71,6 +71,10 @@ CREATE TABLE api_keys (
 );
 ALTER TABLE calls ADD COLUMN key_id TEXT;
 `,
+	// 4: calls.key_id was written and never read: a key's use is counted
+	// in api_keys (calls, last_used_at), which outlives the call log's
+	// 30 days.
+	`ALTER TABLE calls DROP COLUMN key_id;`,
 }
 
 // migrate brings db to the newest schema version this build knows.
