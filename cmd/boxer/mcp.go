@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -45,7 +46,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	var srv *mcpserver.Server
 	if server != "" {
-		proxy, err := remoteAPI(server)
+		proxy, err := remoteAPI(server, log)
 		if err != nil {
 			fmt.Fprintln(stderr, "boxer mcp: --server:", err)
 			return 2
@@ -74,8 +75,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	return 0
 }
 
-// remoteAPI is a proxy to the boxer API at base.
-func remoteAPI(base string) (http.Handler, error) {
+// remoteAPI is a proxy to the boxer API at base; its failures go to log.
+func remoteAPI(base string, log *slog.Logger) (http.Handler, error) {
 	u, err := url.Parse(base)
 	if err != nil {
 		return nil, err
@@ -86,7 +87,7 @@ func remoteAPI(base string) (http.Handler, error) {
 	return &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
 		r.SetURL(u)
 		r.Out.Host = u.Host
-	}}, nil
+	}, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}, nil
 }
 
 type nopWriteCloser struct{ io.Writer }

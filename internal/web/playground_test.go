@@ -1,9 +1,7 @@
 package web
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"boxer/internal/observe"
 )
 
 // chart is seed 004's third use case: a matplotlib chart saved to
@@ -142,21 +142,11 @@ func serve(t *testing.T, bin string, args ...string) string {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
 	})
-	var log []string
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		log = append(log, sc.Text())
-		var line struct{ Msg, Addr string }
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
-			go func() {
-				for sc.Scan() { // keep the pipe drained
-				}
-			}()
-			return line.Addr
-		}
+	url, err := observe.Serving(stderr, nil)
+	if err != nil {
+		t.Fatalf("boxer serve: %v", err)
 	}
-	t.Fatalf("boxer serve ended before serving:\n%s", strings.Join(log, "\n"))
-	return ""
+	return url
 }
 
 func newBrowser(t *testing.T, path string) context.Context {

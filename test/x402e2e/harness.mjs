@@ -331,24 +331,25 @@ async function main() {
     if (before.calls !== null) eq(await handlerCalls(), before.calls + 1, 'handler runs');
   });
 
-  await test('MCP: the same payment again is refused without running or charging', async () => {
+  // A refused MCP payment, as expectRefused for HTTP: a tool error naming
+  // reason, nothing ran, nothing moved.
+  const expectMcpRefused = async (payment, reason) => {
     const before = await mcpBefore();
-    const r = await mcp.callTool({ name: 'exec', arguments: REQUEST, _meta: { 'x402/payment': mcpPayment } });
+    const r = await mcp.callTool({ name: 'exec', arguments: REQUEST, _meta: { 'x402/payment': payment } });
     eq(r.isError, true, 'isError');
-    assert(r.structuredContent?.error?.includes('payment_already_used'), `error ${JSON.stringify(r.structuredContent?.error)}`);
+    assert(r.structuredContent?.error?.includes(reason), `error ${JSON.stringify(r.structuredContent?.error)} does not name ${reason}`);
     if (before.calls !== null) eq(await handlerCalls(), before.calls, 'handler runs');
     eq(await token.balanceOf(payTo), before.to, 'payTo balance');
+  };
+
+  await test('MCP: the same payment again is refused without running or charging', async () => {
+    await expectMcpRefused(mcpPayment, 'payment_already_used');
   });
 
   await test('MCP: a tampered payment is refused without running or charging', async () => {
-    const before = await mcpBefore();
     const p = await client.createPaymentPayload(mcpRequired);
     p.payload.authorization.value = '30000';
-    const r = await mcp.callTool({ name: 'exec', arguments: REQUEST, _meta: { 'x402/payment': p } });
-    eq(r.isError, true, 'isError');
-    assert(r.structuredContent?.error?.includes('invalid_exact_evm_payload_authorization_value'), `error ${JSON.stringify(r.structuredContent?.error)}`);
-    if (before.calls !== null) eq(await handlerCalls(), before.calls, 'handler runs');
-    eq(await token.balanceOf(payTo), before.to, 'payTo balance');
+    await expectMcpRefused(p, 'invalid_exact_evm_payload_authorization_value');
   });
 
   await test('MCP: run_python is priced as /v1/run-python (10000) and paid the same way', async () => {
