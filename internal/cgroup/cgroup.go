@@ -153,6 +153,9 @@ type Cgroup interface {
 	FD() (int, bool)
 	// Stats reads what the cgroup used so far.
 	Stats() (Stats, error)
+	// Memory reads the memory charged to the cgroup now: what counts
+	// against its limit.
+	Memory() (int64, error)
 	// Tasks counts the tasks (threads) in the cgroup and below it from the
 	// pids controller: a fork under way is counted, and a task that has
 	// exited until its parent reaps it.

@@ -347,6 +347,10 @@ func (c *v1Cgroup) Kill() error {
 	return err
 }
 
+func (c *v1Cgroup) Memory() (int64, error) {
+	return c.held.readInt(c.file("memory", "memory.usage_in_bytes"))
+}
+
 func (c *v1Cgroup) Tasks() (int64, error) { return c.held.readInt(c.file("pids", "pids.current")) }
 
 // pids lists the processes in the run, over every hierarchy and every

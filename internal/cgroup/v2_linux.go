@@ -283,6 +283,8 @@ func (c *v2Cgroup) stats() (Stats, error) {
 	return st, nil
 }
 
+func (c *v2Cgroup) Memory() (int64, error) { return c.held.readInt(c.file("memory.current")) }
+
 func (c *v2Cgroup) Tasks() (int64, error) { return c.held.readInt(c.file("pids.current")) }
 
 func (c *v2Cgroup) Kill() error { return killV2(c.fs, c.dir) }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"runtime"
+	"strings"
 
 	"boxer"
 
@@ -52,6 +53,17 @@ func unmountWork(dir string) error {
 // Nothing runs in the sandbox yet; even so every path is resolved beneath
 // dirfd without following symlinks.
 func writeFiles(dirfd int, uid uint32, files []boxer.File) error {
+	return writeFilesAs(dirfd, uid, files, false)
+}
+
+// writeFilesAs is writeFiles; with replace, a file that exists is
+// overwritten rather than refused (a session's upload). Every directory is
+// walked one component at a time through descriptors and every file opened
+// beneath its directory's, never following a symlink, so that caller code
+// changing the tree meanwhile (a session's runs between uploads) can lead
+// the writes nowhere outside it; a FIFO or anything else but a regular file
+// is refused without blocking.
+func writeFilesAs(dirfd int, uid uint32, files []boxer.File, replace bool) error {
 	if len(files) == 0 {
 		return nil
 	}
@@ -62,7 +74,7 @@ func writeFiles(dirfd int, uid uint32, files []boxer.File) error {
 			errc <- err
 			return // still locked: the thread exits rather than serve others
 		}
-		errc <- writeFilesHere(dirfd, files)
+		errc <- writeFilesHere(dirfd, files, replace)
 		if setFSIDs(0) == nil {
 			runtime.UnlockOSThread()
 		}
@@ -83,66 +95,99 @@ func setFSIDs(id uint32) error {
 	return nil
 }
 
-func writeFilesHere(dirfd int, files []boxer.File) error {
+func writeFilesHere(dirfd int, files []boxer.File, replace bool) error {
 	for _, f := range files {
 		if err := boxer.CheckRelPath(f.Path); err != nil {
 			return boxer.Errorf(boxer.ECodeInvalidRequest, "file path %q %v", f.Path, err)
 		}
-		if err := mkdirAllAt(dirfd, path.Dir(f.Path)); err != nil {
-			return boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: %v", f.Path, err)
-		}
-		fd, err := unix.Openat2(dirfd, f.Path, &unix.OpenHow{
-			Flags:   unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-			Mode:    0o644,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-		})
-		if err != nil {
-			return boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: %v", f.Path, describe(err))
-		}
-		w := os.NewFile(uintptr(fd), f.Path)
-		// The mode, not boxer's umask: a cold run's files are as a warm
-		// run's, however boxer was started.
-		err = unix.Fchmod(fd, 0o644)
-		if err == nil {
-			_, err = w.Write(f.Content)
-		}
-		w.Close()
-		if errors.Is(err, unix.ENOSPC) {
-			return boxer.Errorf(boxer.ECodeInvalidRequest, "files do not fit in the work dir's disk limit")
-		}
-		if err != nil {
-			return fmt.Errorf("write input file: %w", err)
+		if err := writeFileHere(dirfd, f, replace); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// mkdirAllAt creates rel's directories beneath dirfd.
-func mkdirAllAt(dirfd int, rel string) error {
-	if rel == "." {
-		return nil
+func writeFileHere(dirfd int, f boxer.File, replace bool) error {
+	dir, err := makeDirs(dirfd, path.Dir(f.Path))
+	if err != nil {
+		return boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: %v", f.Path, err)
 	}
-	if err := mkdirAllAt(dirfd, path.Dir(rel)); err != nil {
-		return err
+	defer unix.Close(dir)
+	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
+	if !replace {
+		flags |= unix.O_EXCL
 	}
-	err := unix.Mkdirat(dirfd, rel, 0o755)
+	fd, err := unix.Openat2(dir, path.Base(f.Path), &unix.OpenHow{
+		Flags:   uint64(flags),
+		Mode:    0o644,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		return boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: %v", f.Path, describe(err))
+	}
+	w := os.NewFile(uintptr(fd), f.Path)
+	defer w.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat input file: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: exists and is not a regular file", f.Path)
+	}
+	// The mode, not boxer's umask: a cold run's files are as a warm
+	// run's, however boxer was started.
+	err = unix.Fchmod(fd, 0o644)
+	if err == nil && replace {
+		err = unix.Ftruncate(fd, 0)
+	}
 	if err == nil {
-		// The mode, not boxer's umask; through an fd, never a symlink.
-		fd, err := unix.Openat(dirfd, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		_, err = w.Write(f.Content)
+	}
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		return boxer.Errorf(boxer.ECodeInvalidRequest, "files do not fit in the work dir's disk limit")
+	}
+	if err != nil {
+		return fmt.Errorf("write input file: %w", err)
+	}
+	return nil
+}
+
+// makeDirs opens the directory rel beneath dirfd, making what is missing
+// of it, one component at a time: each is made with mkdirat and opened
+// with O_NOFOLLOW from its parent's descriptor, so that no symlink is ever
+// followed, whoever put it there.
+func makeDirs(dirfd int, rel string) (int, error) {
+	cur, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, describe(err)
+	}
+	if rel == "." {
+		return cur, nil
+	}
+	for _, part := range strings.Split(rel, "/") {
+		err := unix.Mkdirat(cur, part, 0o755)
+		made := err == nil
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			unix.Close(cur)
+			return -1, describe(err)
+		}
+		next, err := unix.Openat(cur, part, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(cur)
+		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			return -1, fmt.Errorf("%s is a file and a directory", rel)
+		}
 		if err != nil {
-			return describe(err)
+			return -1, describe(err)
 		}
-		defer unix.Close(fd)
-		return describe(unix.Fchmod(fd, 0o755))
-	}
-	if errors.Is(err, unix.EEXIST) {
-		var st unix.Stat_t
-		if serr := unix.Fstatat(dirfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW); serr == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			return nil
+		if made { // the mode, not boxer's umask
+			if err := unix.Fchmod(next, 0o755); err != nil {
+				unix.Close(next)
+				return -1, describe(err)
+			}
 		}
-		return fmt.Errorf("%s is a file and a directory", rel)
+		cur = next
 	}
-	return describe(err)
+	return cur, nil
 }
 
 // describe turns an errno into words fit for the caller, without paths.

@@ -9,12 +9,15 @@ import (
 )
 
 // zygote.py isolates children and runs their jobs; zygote_speed.py, which
-// it imports, makes forks and children cheap.
+// it imports, makes forks and children cheap; zygote_session.py, which a
+// session's child imports, runs a session's cells.
 var (
 	//go:embed zygote.py
 	zygoteSource string
 	//go:embed zygote_speed.py
 	speedSource string
+	//go:embed zygote_session.py
+	sessionSource string
 )
 
 // Path is where the zygote's program lies in its sandbox; Argv runs it.
@@ -32,6 +35,7 @@ func Files(uid, slots int) []nsinit.File {
 		{Path: "/etc/group", Mode: 0o644, Content: group(uid, slots)},
 		{Path: Path, Mode: 0o644, Content: zygoteSource},
 		{Path: "/usr/lib/boxer/zygote_speed.py", Mode: 0o644, Content: speedSource},
+		{Path: "/usr/lib/boxer/zygote_session.py", Mode: 0o644, Content: sessionSource},
 	}
 }
 

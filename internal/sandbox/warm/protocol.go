@@ -77,6 +77,24 @@
 //	                                         in-process, exits
 //	pid 2's pidfd turns readable: its wait status is read from its zombie
 //	(/proc/PID/stat), SIGKILL pid 1 and with it the namespace
+//
+// # A session
+//
+// A session's child takes the same path up to its Job, whose Form is
+// FormSession. It keeps the job socket, and pid 2 runs zygote_session.py's
+// kernel, cell after cell, until boxer closes the socket or kills it. From
+// the first cell on, caller code shares the process and can write to the
+// socket: boxer reads every CellMsg as untrusted.
+//
+//	boxer                                    pid 2 (the kernel)
+//	Job (Form session) + stdio         ->    imports the kernel, waits
+//	Cell + the cell's stdout, stderr   ->    runs it in __main__ (SIGINT
+//	                                         interrupts it), flushes, draws
+//	                                         pyplot's open figures
+//	                                   <-    CellMsg OpFigure chunks (PNGs,
+//	                                         each prefixed by its length)
+//	                                   <-    CellMsg OpDone
+//	close the socket                   ->    exits
 package warm
 
 import (
@@ -202,10 +220,70 @@ type Job struct {
 
 // Marshal encodes j as JSON with no more escapes than JSON needs: HTML's
 // would make each '<', '>' and '&' of a command six bytes.
-func (j Job) Marshal() []byte {
+func (j Job) Marshal() []byte { return marshalPlain(j) }
+
+// marshalPlain encodes v, strings, ints and slices of them (nothing to
+// fail), as JSON without HTML's escapes.
+func marshalPlain(v any) []byte {
 	var b bytes.Buffer
 	e := json.NewEncoder(&b)
 	e.SetEscapeHTML(false)
-	_ = e.Encode(j) // strings, ints and slices of them: nothing to fail
+	_ = e.Encode(v)
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+// FormSession is the Form of a Job that makes the child a session's
+// kernel (zygote_session.py): Target and Args are empty.
+const FormSession = "session"
+
+// Ops of a session's messages.
+const (
+	OpCell   = "cell"   // boxer: run Code
+	OpFigure = "figure" // kernel: a chunk of the cell's figures
+	OpDone   = "done"   // kernel: the cell is over
+)
+
+// Cell is one cell of a session, sent with the cell's stdout and stderr.
+type Cell struct {
+	Op   string `json:"op"` // OpCell
+	Code string `json:"code"`
+}
+
+// Marshal encodes c with no more escapes than JSON needs (see Job.Marshal).
+func (c Cell) Marshal() []byte { return marshalPlain(c) }
+
+// CellMsg is what a session's kernel sends after a cell: OpFigure chunks,
+// then one OpDone.
+type CellMsg struct {
+	Op string `json:"op"`
+	// Data is base64 of a chunk of the cell's figures, each a PNG after
+	// its length in four big-endian bytes; Last marks the final chunk
+	// (OpFigure).
+	Data string `json:"data,omitempty"`
+	Last bool   `json:"last,omitempty"`
+	// ExitCode is what a script of the cell's code would have exited
+	// with; Value the repr of a trailing expression (nil if none or
+	// None); Error the exception that ended the cell; Interrupted tells
+	// that SIGINT, boxer's timeout, did (OpDone).
+	ExitCode    int     `json:"exit_code"`
+	Value       *string `json:"value,omitempty"`
+	Error       string  `json:"error,omitempty"`
+	Interrupted bool    `json:"interrupted,omitempty"`
+}
+
+// DecodeCellMsg reads one message of a session's kernel, refusing a field
+// it does not know: the kernel and CellMsg must say the same, and what
+// caller code may have written there is refused rather than guessed at.
+func DecodeCellMsg(b []byte) (CellMsg, error) {
+	var m CellMsg
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	err := d.Decode(&m)
+	if err == nil && d.More() {
+		err = fmt.Errorf("trailing data after the message")
+	}
+	if err == nil && m.Op != OpFigure && m.Op != OpDone {
+		err = fmt.Errorf("unknown op %q", m.Op)
+	}
+	return m, err
 }

@@ -75,3 +75,53 @@ for m in (z._HELLO, z._GO, z._READY, z._FORKED % (12, 3), z._EXITED % (12, 256),
 		}
 	}
 }
+
+// zygote_session.py's messages decode into CellMsg with nothing left
+// over, and a Cell as boxer marshals it is what the kernel runs.
+func TestSessionKernelSpeaksTheProtocol(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	const script = `import json, sys
+sys.path.insert(0, os.path.dirname(sys.argv[1]))
+import zygote_session as k
+main = type(sys)("__main__")
+cell = json.loads(sys.argv[2])
+for code in (cell["code"], "1/0", "import sys; sys.exit(3)"):
+    print(json.dumps(k._cell(code, main)))
+print(json.dumps({"op": "figure", "data": "AAAA", "last": True}))
+`
+	cell := Cell{Op: OpCell, Code: "x = '<&>'\nx * 2"}
+	out, err := runZygoteModule(t, script, string(cell.Marshal()))
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var lines []string // the messages, not the traceback 1/0 prints
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "{") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 4 {
+		t.Fatalf("%d messages: %s", len(lines), out)
+	}
+	value := "'<&><&>'"
+	want := []CellMsg{
+		{Op: OpDone, Value: &value},
+		{Op: OpDone, ExitCode: 1, Error: "ZeroDivisionError: division by zero"},
+		{Op: OpDone, ExitCode: 3},
+		{Op: OpFigure, Data: "AAAA", Last: true},
+	}
+	for i, w := range want {
+		got, err := DecodeCellMsg([]byte(lines[i]))
+		if err != nil || !reflect.DeepEqual(got, w) {
+			t.Errorf("message %s: %+v (%v), want %+v", lines[i], got, err, w)
+		}
+	}
+	if _, err := DecodeCellMsg([]byte(`{"op":"done","exit_code":0,"extra":1}`)); err == nil {
+		t.Error("a field CellMsg does not know was accepted")
+	}
+	if _, err := DecodeCellMsg([]byte(`{"op":"hello"}`)); err == nil {
+		t.Error("an op of no session message was accepted")
+	}
+}

@@ -185,6 +185,9 @@ func runZygoteModule(t *testing.T, script string, args ...string) ([]byte, error
 	if err := os.WriteFile(filepath.Join(dir, "zygote_speed.py"), []byte(speedSource), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, "zygote_session.py"), []byte(sessionSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)

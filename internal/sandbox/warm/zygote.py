@@ -343,10 +343,18 @@ def _child(req, job_fd, fprog, drop):
         os.close(wfd)
         _rehearse()
         msg, stdio, _, _ = socket.recv_fds(sock, MAX_MSG, 3)
-        sock.close()  # caller code gets no channel to boxer
         if not msg or len(stdio) != 3:
             os._exit(0)  # discarded unused
         job = _job(msg)
+        if job["form"] == "session":
+            # The socket carries the session's cells (zygote_session.py),
+            # which caller code can reach: boxer trusts nothing it reads
+            # there. Imported here, not in the zygote, and dropped from
+            # sys.modules: a caller's own module of that name is its own.
+            import zygote_session as kernel
+            sys.modules.pop("zygote_session", None)
+        else:
+            sock.close()  # caller code gets no channel to boxer
         for fd, target in zip(stdio, (0, 1, 2)):
             os.dup2(fd, target)
             os.close(fd)
@@ -359,6 +367,10 @@ def _child(req, job_fd, fprog, drop):
             _send(socket.socket(fileno=3), _error(e))
         finally:
             os._exit(70)
+    if job["form"] == "session":  # as `python` with no script would start
+        sys.orig_argv, sys.argv, sys.path[0] = [job["argv0"]], [""], ""
+        sys.executable = _which(job["argv0"])
+        kernel.serve(sock, _main_module())
     _run(job)
 
 
@@ -488,12 +500,7 @@ def _run(job):
     # The command as the job gave it: the message carries the target once.
     sys.orig_argv = [job["argv0"]] + _FORM_FLAGS[form] + [target] + args
     sys.executable = _which(sys.orig_argv[0])
-    # A __main__ like the one the interpreter makes before running anything.
-    main = type(sys)("__main__")
-    main.__dict__.update(
-        __builtins__=__builtins__, __annotations__={}, __doc__=None, __package__=None,
-        __spec__=None, __loader__=sys.modules["_frozen_importlib"].BuiltinImporter)
-    sys.modules["__main__"] = main
+    main = _main_module()
     code, uncaught = 0, None
     try:
         if form == "module":
@@ -532,6 +539,17 @@ def _run(job):
     if uncaught is not None:  # reported outside the except: no exception is being handled
         code = _uncaught(uncaught)
     _finalize(code)
+
+
+def _main_module():
+    """A __main__ like the one the interpreter makes before running
+    anything, in sys.modules."""
+    main = type(sys)("__main__")
+    main.__dict__.update(
+        __builtins__=__builtins__, __annotations__={}, __doc__=None, __package__=None,
+        __spec__=None, __loader__=sys.modules["_frozen_importlib"].BuiltinImporter)
+    sys.modules["__main__"] = main
+    return main
 
 
 def _uncaught(e):

@@ -1,0 +1,411 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"boxer"
+	"boxer/internal/sandbox/warm"
+
+	"golang.org/x/sys/unix"
+)
+
+// Session is a warm child kept for many cells: one interpreter
+// (warm/zygote_session.py) that runs code after code in one __main__, in
+// one work dir, until it is closed or dies. It is as isolated as a
+// one-shot warm run, for its whole life: its own namespaces, uid, cgroup
+// and tmpfs, and nothing of it outlives Close.
+//
+// One cell runs at a time; Exec refuses another with ErrSessionBusy.
+// Files may be written and read while a cell runs.
+type Session struct {
+	w   *Warm
+	lim boxer.Limits
+
+	// msgs carries the kernel's messages; it closes when the socket
+	// fails or ends (the kernel is gone, or wrote what boxer refuses).
+	// stop ends its reader once the session is closed.
+	msgs chan warm.CellMsg
+	stop chan struct{}
+	// exited delivers the kernel's wait status when its process ends, or
+	// closes without one if it cannot be read.
+	exited <-chan uint32
+
+	busy   sync.Mutex
+	mu     sync.Mutex // guards gone and why
+	gone   bool
+	why    string
+	closed sync.Once
+}
+
+// Errors of a session's calls. A cell's own end (an exception, a timeout,
+// an OOM kill) is a result, not one of these.
+var (
+	ErrSessionBusy = errors.New("a cell is running in this session")
+	ErrSessionGone = errors.New("the session has ended")
+)
+
+// The bounds of what boxer takes from a session's kernel per cell: its
+// messages, its figures (PNGs) and a trailing expression's repr. The
+// kernel keeps within them; caller code writing to the socket may not.
+const (
+	maxCellMsg     = 512 << 10
+	maxCellFigures = 8 << 20
+	maxCellValue   = 256 << 10
+)
+
+// interruptGrace is how long a cell has, once interrupted (at its timeout,
+// or when its caller goes away), to stop before the session is killed.
+const interruptGrace = 2 * time.Second
+
+// streamGrace is how long a cell's streams may stay open after the kernel
+// said it is done: only a process or thread the cell left running can
+// hold them, and what it writes later is not the cell's.
+const streamGrace = 100 * time.Millisecond
+
+// StartSession makes w a session's kernel with limits lim (settled by
+// JobLimits) for its whole life: memory, CPU and processes in its cgroup,
+// open files and file size as rlimits. The wall-clock limit is each
+// Exec's. Afterwards w belongs to the session: Close it, not w.
+func (w *Warm) StartSession(lim boxer.Limits) (*Session, error) {
+	e := w.z.e
+	if !e.WarmFits(lim) {
+		return nil, fmt.Errorf("open files %d, disk %d bytes: a session has its zygote's at most %d and the default %d",
+			lim.OpenFiles, lim.DiskBytes, w.z.nofile, w.disk)
+	}
+	res := resources(lim)
+	if res.Pids > 0 {
+		res.Pids++ // pid 1, as in Run
+	}
+	if err := w.cg.Set(res); err != nil {
+		return nil, fmt.Errorf("apply cgroup limits: %w", err)
+	}
+	b := warm.Job{Form: warm.FormSession, Args: []string{}, Argv0: "python", Rlimits: e.rlimits(lim)}.Marshal()
+	fds := make([]int, len(w.child))
+	for i, f := range w.child {
+		fds[i] = int(f.Fd())
+	}
+	_, _, err := w.conn.WriteMsgUnix(b, unix.UnixRights(fds...), nil)
+	// The kernel's own stdio is never read: each cell brings its streams.
+	closeAll(append([]*os.File{w.stdin, w.out, w.err}, w.child...))
+	w.stdin, w.out, w.err, w.child = nil, nil, nil, nil
+	if err != nil {
+		return nil, fmt.Errorf("warm child: send session: %w", err)
+	}
+	s := &Session{w: w, lim: lim, msgs: make(chan warm.CellMsg), stop: make(chan struct{}), exited: exitOf(w.job, w.jobPid)}
+	go s.read(w.conn)
+	return s, nil
+}
+
+// read delivers the kernel's messages until the socket ends or carries
+// something boxer refuses: a packet cut short, a field it does not know,
+// descriptors (closed at once).
+func (s *Session) read(conn *net.UnixConn) {
+	defer close(s.msgs)
+	buf, oob := make([]byte, maxCellMsg), make([]byte, unix.CmsgSpace(unix.SizeofUcred)+unix.CmsgSpace(64*4))
+	for {
+		n, oobn, flags, _, err := conn.ReadMsgUnix(buf, oob)
+		if cmsgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
+			for i := range cmsgs {
+				if fds, err := unix.ParseUnixRights(&cmsgs[i]); err == nil {
+					for _, fd := range fds {
+						unix.Close(fd)
+					}
+				}
+			}
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+			s.end("the session's kernel sent a message larger than boxer takes")
+			return
+		}
+		m, err := warm.DecodeCellMsg(buf[:n])
+		if err != nil {
+			s.end("the session's kernel sent a message boxer refuses: " + err.Error())
+			return
+		}
+		select {
+		case s.msgs <- m:
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+// CellResult is what a cell did. Result's fields are a run's, for the
+// cell alone: its output, its CPU time, its wall time; MemoryPeak is the
+// session's so far. Status is StatusTimeout for a cell stopped at its
+// limit, whether the interrupt stopped it or the session had to be killed.
+type CellResult struct {
+	boxer.Result
+	// Value is the repr of the cell's trailing expression, if it has one
+	// that is not None.
+	Value *string
+	// Error names the exception that ended the cell ("NameError: ...").
+	Error string
+	// Figures are the PNGs of the pyplot figures the cell left open.
+	Figures [][]byte
+	// Alive tells whether the session survived the cell; if not, Ended
+	// says why it ended.
+	Alive bool
+	Ended string
+}
+
+// Exec runs code in the session, for at most timeout. At the timeout, or
+// when ctx is done, the cell is interrupted (KeyboardInterrupt); if it has
+// not stopped interruptGrace later, the session is killed. A cancelled
+// cell returns ctx's error, with the session interrupted or ended.
+func (s *Session) Exec(ctx context.Context, code string, timeout time.Duration) (*CellResult, error) {
+	if !s.busy.TryLock() {
+		return nil, ErrSessionBusy
+	}
+	defer s.busy.Unlock()
+	if alive, why := s.Alive(); !alive {
+		return nil, fmt.Errorf("%w: %s", ErrSessionGone, why)
+	}
+	// Only caller code can have sent anything between cells (the kernel
+	// answers each cell in full): it is not this cell's.
+	for drained := false; !drained; {
+		select {
+		case _, ok := <-s.msgs:
+			drained = !ok
+		default:
+			drained = true
+		}
+	}
+	before, err := s.w.cg.Stats()
+	if err != nil {
+		return nil, fmt.Errorf("read cgroup stats: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll([]*os.File{outR, outW})
+		return nil, err
+	}
+	_, _, err = s.w.conn.WriteMsgUnix(warm.Cell{Op: warm.OpCell, Code: code}.Marshal(),
+		unix.UnixRights(int(outW.Fd()), int(errW.Fd())), nil)
+	closeAll([]*os.File{outW, errW})
+	io := &runIO{stdout: startCapture(outR, s.lim.OutputBytes), stderr: startCapture(errR, s.lim.OutputBytes)}
+	if err != nil {
+		closeAll([]*os.File{outR, errR})
+		s.end("boxer could not send it a cell")
+		return nil, fmt.Errorf("%w: send cell: %v", ErrSessionGone, err)
+	}
+	started := time.Now()
+	res := &CellResult{}
+	var (
+		done                *warm.CellMsg
+		figures             []byte
+		timedOut, cancelled bool
+		interrupted         <-chan time.Time
+		status              *unix.WaitStatus // the kernel's, if it exited
+	)
+	limit := time.NewTimer(timeout)
+	defer limit.Stop()
+	ctxDone := ctx.Done()
+	interrupt := func() {
+		limit.Stop()
+		ctxDone = nil
+		if interrupted == nil {
+			_ = unix.PidfdSendSignal(int(s.w.job.Fd()), unix.SIGINT, nil, 0)
+			interrupted = time.After(interruptGrace)
+		}
+	}
+wait:
+	for done == nil {
+		select {
+		case m, ok := <-s.msgs:
+			if !ok {
+				break wait // the kernel is gone or refused: the session ends below
+			}
+			switch {
+			case m.Op == warm.OpDone:
+				done = &m
+			case len(figures)+len(m.Data)*3/4 > maxCellFigures:
+				s.end("the session's kernel sent more figures than boxer takes")
+				break wait
+			default:
+				if b, err := base64.StdEncoding.DecodeString(m.Data); err == nil {
+					figures = append(figures, b...)
+				}
+			}
+		case ws, ok := <-s.exited:
+			if ok {
+				status = (*unix.WaitStatus)(&ws)
+			}
+			break wait
+		case <-limit.C:
+			timedOut = true
+			interrupt()
+		case <-ctxDone:
+			cancelled = true
+			interrupt()
+		case <-interrupted:
+			s.end("the cell did not stop within " + interruptGrace.String() + " of its interrupt; the session was killed")
+			break wait
+		}
+	}
+	res.Wall = time.Since(started)
+	grace := streamGrace
+	if done == nil {
+		s.kill()
+		grace = killWait // every process of the session is dead: EOF is due
+	}
+	res.Stdout, _ = io.stdout.waitAtMost(grace)
+	res.Stderr, _ = io.stderr.waitAtMost(grace)
+	after, err := s.w.cg.Stats()
+	if err != nil {
+		return nil, fmt.Errorf("read cgroup stats: %w", err)
+	}
+	res.CPU, res.MemoryPeak, res.OOMKills = max(after.CPU-before.CPU, 0), after.MemoryPeak, after.OOMKills-before.OOMKills
+	if done == nil {
+		why := "the session's interpreter exited"
+		if res.OOMKills > 0 {
+			why = "the cell ran out of memory (the session's limit is " + strconv.FormatInt(s.lim.MemoryBytes>>20, 10) + " MiB)"
+		}
+		s.end(why) // the first reason stands: an earlier one says more
+	}
+	res.Alive, res.Ended = s.Alive()
+	switch {
+	case done != nil && (timedOut || cancelled) && done.Interrupted:
+		res.Status, res.ExitCode = boxer.StatusTimeout, -1
+	case done != nil:
+		res.ExitCode = done.ExitCode
+		res.Status = boxer.StatusOK
+		if done.ExitCode != 0 {
+			res.Status = boxer.StatusNonzeroExit
+		}
+	case res.OOMKills > 0:
+		res.Status, res.ExitCode, res.Signal = boxer.StatusOOM, -1, "SIGKILL"
+	case timedOut || cancelled:
+		res.Status, res.ExitCode, res.Signal = boxer.StatusTimeout, -1, "SIGKILL"
+	case status != nil && status.Exited():
+		res.Status, res.ExitCode = boxer.StatusNonzeroExit, status.ExitStatus()
+		if status.ExitStatus() == 0 {
+			res.Status = boxer.StatusOK
+		}
+	case status != nil && status.Signaled():
+		res.Status, res.ExitCode, res.Signal = boxer.StatusSignaled, -1, unix.SignalName(status.Signal())
+	default:
+		res.Status, res.ExitCode = boxer.StatusInternalError, -1
+	}
+	if done != nil {
+		if done.Value != nil {
+			v := *done.Value
+			if len(v) > maxCellValue {
+				v = v[:maxCellValue] + "..."
+			}
+			res.Value = &v
+		}
+		res.Error = done.Error
+		res.Figures = splitFigures(figures)
+	}
+	if cancelled {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// splitFigures cuts the kernel's figure stream into PNGs, each after its
+// length in four big-endian bytes; what does not parse is dropped.
+func splitFigures(b []byte) [][]byte {
+	var out [][]byte
+	for len(b) >= 4 {
+		n := binary.BigEndian.Uint32(b)
+		if uint64(n) > uint64(len(b)-4) {
+			break
+		}
+		out = append(out, b[4:4+n])
+		b = b[4+n:]
+	}
+	return out
+}
+
+// WriteFiles writes files into the session's work dir, replacing those
+// that exist, as the session's uid.
+func (s *Session) WriteFiles(files []boxer.File) error {
+	if alive, why := s.Alive(); !alive {
+		return fmt.Errorf("%w: %s", ErrSessionGone, why)
+	}
+	return writeFilesAs(s.w.work, s.w.z.userBase+uint32(s.w.slot), files, true)
+}
+
+// ReadFile returns the file at p in the session's work dir, at most limit
+// bytes, or a reason it was not read ("not found", "refused: ..."), with
+// the same rules as a run's artifacts.
+func (s *Session) ReadFile(p string, limit int64) ([]byte, string, error) {
+	if alive, why := s.Alive(); !alive {
+		return nil, "", fmt.Errorf("%w: %s", ErrSessionGone, why)
+	}
+	if err := boxer.CheckRelPath(p); err != nil {
+		return nil, "refused: path " + err.Error(), nil
+	}
+	data, reason := readArtifact(s.w.work, p, limit)
+	return data, reason, nil
+}
+
+// Alive reports whether the session can run cells, and if not, why.
+func (s *Session) Alive() (bool, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.gone, s.why
+}
+
+// Memory is the memory the session's cgroup holds now: what counts
+// against its limit.
+func (s *Session) Memory() (int64, error) { return s.w.cg.Memory() }
+
+// PSS is the proportional set size of the session's interpreter: its own
+// pages, and its share of those it shares with the zygote and its
+// siblings (/proc/PID/smaps_rollup).
+func (s *Session) PSS() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", s.w.jobPid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && k == "Pss" {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no Pss in smaps_rollup")
+}
+
+// end marks the session ended for reason why (the first reason stands)
+// and kills what is left of it.
+func (s *Session) end(why string) {
+	s.mu.Lock()
+	if !s.gone {
+		s.gone, s.why = true, why
+	}
+	s.mu.Unlock()
+	s.kill()
+}
+
+func (s *Session) kill() { _ = s.w.cg.Kill() }
+
+// Close ends the session and destroys its sandbox. It may be called more
+// than once, and while a cell runs (which then ends as the session did).
+func (s *Session) Close() {
+	s.closed.Do(func() {
+		s.end("closed")
+		close(s.stop)
+		s.w.Destroy()
+	})
+}

@@ -1,0 +1,158 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"boxer"
+)
+
+// newTestSession starts a session on z with the engine's default limits,
+// changed by mod.
+func newTestSession(t *testing.T, z *Zygote, mod func(*boxer.Limits)) *Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), slow(time.Minute))
+	defer cancel()
+	lim, err := z.e.JobLimits(boxer.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mod != nil {
+		mod(&lim)
+	}
+	w, err := z.Prepare(ctx)
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	s, err := w.StartSession(lim)
+	if err != nil {
+		w.Destroy()
+		t.Fatalf("StartSession: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func execCell(t *testing.T, s *Session, code string, timeout time.Duration) *CellResult {
+	t.Helper()
+	res, err := s.Exec(context.Background(), code, timeout)
+	if err != nil {
+		t.Fatalf("Exec(%q): %v", code, err)
+	}
+	return res
+}
+
+// A session keeps its globals, imports, open files and work dir from cell
+// to cell; a trailing expression is the cell's value; an exception ends
+// the cell, not the session.
+func TestSessionKeepsState(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	s := newTestSession(t, z, nil)
+
+	res := execCell(t, s, "import os\nx = 40\nf = open('notes.txt', 'w')\nprint('hi')", slow(10*time.Second))
+	if res.Status != boxer.StatusOK || string(res.Stdout.Data) != "hi\n" || res.Value != nil || !res.Alive {
+		t.Fatalf("cell 1: %+v stdout %q", res, res.Stdout.Data)
+	}
+	res = execCell(t, s, "f.write('kept'); f.close()\nx + 2", slow(10*time.Second))
+	if res.Status != boxer.StatusOK || res.Value == nil || *res.Value != "42" {
+		t.Fatalf("cell 2: %+v", res)
+	}
+	res = execCell(t, s, "print(open('notes.txt').read(), os.getcwd(), _)\n1/0", slow(10*time.Second))
+	if res.Status != boxer.StatusNonzeroExit || res.ExitCode != 1 || string(res.Stdout.Data) != "kept /work 42\n" ||
+		res.Error != "ZeroDivisionError: division by zero" || !res.Alive {
+		t.Fatalf("cell 3: %+v stdout %q", res, res.Stdout.Data)
+	}
+	if !strings.Contains(string(res.Stderr.Data), "ZeroDivisionError") || strings.Contains(string(res.Stderr.Data), "zygote_session") {
+		t.Errorf("cell 3's traceback shows the kernel or no error: %q", res.Stderr.Data)
+	}
+	res = execCell(t, s, "x", slow(10*time.Second))
+	if res.Value == nil || *res.Value != "40" {
+		t.Fatalf("cell 4: %+v", res)
+	}
+	data, reason, err := s.ReadFile("notes.txt", 1<<20)
+	if err != nil || reason != "" || string(data) != "kept" {
+		t.Errorf("ReadFile: %q %q %v", data, reason, err)
+	}
+	if err := s.WriteFiles([]boxer.File{{Path: "notes.txt", Content: []byte("new")}, {Path: "d/e.py", Content: []byte("V = 7\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	res = execCell(t, s, "import sys; sys.path.insert(0, 'd'); import e\nopen('notes.txt').read(), e.V", slow(10*time.Second))
+	if res.Value == nil || *res.Value != "('new', 7)" {
+		t.Fatalf("cell 5: %+v %q", res, res.Stderr.Data)
+	}
+}
+
+// A cell past its timeout is interrupted and the session goes on; one
+// that will not stop is killed with its session.
+func TestSessionTimeout(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	s := newTestSession(t, z, nil)
+
+	execCell(t, s, "n = 1", slow(10*time.Second))
+	res := execCell(t, s, "while True:\n    n += 1", time.Second)
+	if res.Status != boxer.StatusTimeout || !res.Alive || !strings.Contains(string(res.Stderr.Data), "KeyboardInterrupt") {
+		t.Fatalf("interrupted cell: %+v stderr %q", res, res.Stderr.Data)
+	}
+	res = execCell(t, s, "n > 1", slow(10*time.Second))
+	if res.Status != boxer.StatusOK || res.Value == nil || *res.Value != "True" {
+		t.Fatalf("cell after the timeout: %+v", res)
+	}
+	res = execCell(t, s, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass", time.Second)
+	if res.Status != boxer.StatusTimeout || res.Alive || res.Ended == "" {
+		t.Fatalf("cell that ignores the interrupt: %+v", res)
+	}
+	if _, err := s.Exec(context.Background(), "1", time.Second); !errors.Is(err, ErrSessionGone) {
+		t.Fatalf("Exec on a killed session: %v, want ErrSessionGone", err)
+	}
+}
+
+// A cell that runs the session out of memory ends it, and says so.
+func TestSessionOOM(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	s := newTestSession(t, z, func(l *boxer.Limits) { l.MemoryBytes = 128 << 20 })
+	res := execCell(t, s, "b = bytearray(512 << 20)", slow(20*time.Second))
+	if res.Status != boxer.StatusOOM || res.Alive || !strings.Contains(res.Ended, "memory") {
+		t.Fatalf("OOM cell: %+v", res)
+	}
+}
+
+// Figures left open are the cell's PNGs; files a session holds are
+// replaced by an upload, and a FIFO in their place is refused without
+// blocking.
+func TestSessionFiguresAndFiles(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e, "matplotlib.pyplot")
+	s := newTestSession(t, z, nil)
+	res := execCell(t, s, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.figure()\nplt.bar([1], [2])\nNone", slow(20*time.Second))
+	if res.Status != boxer.StatusOK || len(res.Figures) != 2 {
+		t.Fatalf("figures: %+v stderr %q", res, res.Stderr.Data)
+	}
+	for _, png := range res.Figures {
+		if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+			t.Errorf("figure is no PNG: %q", png[:min(len(png), 16)])
+		}
+	}
+	res = execCell(t, s, "len(plt.get_fignums())", slow(10*time.Second))
+	if res.Value == nil || *res.Value != "0" || len(res.Figures) != 0 {
+		t.Errorf("figures are closed once drawn: %+v", res)
+	}
+	execCell(t, s, "import os\nos.mkfifo('pipe')\nos.symlink('/etc', 'link')", slow(10*time.Second))
+	done := make(chan error, 1)
+	go func() { done <- s.WriteFiles([]boxer.File{{Path: "pipe", Content: []byte("x")}}) }()
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "not a regular file") && !strings.Contains(err.Error(), "no such device") {
+		t.Errorf("upload over a FIFO: %v", err)
+	}
+	if err := s.WriteFiles([]boxer.File{{Path: "link/x", Content: []byte("x")}}); err == nil {
+		t.Errorf("upload through a symlink was accepted")
+	}
+	if _, reason, _ := s.ReadFile("pipe", 1<<20); reason != "refused: is a FIFO" {
+		t.Errorf("download of a FIFO: %q", reason)
+	}
+}
