@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"boxer/internal/mcpserver"
 	"boxer/internal/pool"
 	"boxer/internal/sandbox"
+	"boxer/internal/session"
 	"boxer/internal/store"
 	"boxer/internal/web"
 	"boxer/internal/x402"
@@ -57,6 +59,9 @@ type serveConfig struct {
 	Payments      x402.Config
 	PriceExec     string
 	PriceRun      string
+	PriceSession  string
+	PriceCell     string
+	Sessions      session.Config
 	RotateAfter   int
 	ResultBudget  int64
 	DebugAddr     string
@@ -125,6 +130,17 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.str(&p.PublicURL, "x402-public-url", "BOXER_X402_PUBLIC_URL", "", "externally visible base URL; default: derived from each request")
 	ef.str(&c.PriceExec, "x402-price-exec", "BOXER_X402_PRICE_EXEC", "0.02", "USD per /v1/exec call")
 	ef.str(&c.PriceRun, "x402-price-run-python", "BOXER_X402_PRICE_RUN_PYTHON", "0.01", "USD per /v1/run-python call")
+	ef.str(&c.PriceSession, "x402-price-session", "BOXER_X402_PRICE_SESSION", "0.01", "USD per session started (POST /v1/sessions)")
+	ef.str(&c.PriceCell, "x402-price-session-exec", "BOXER_X402_PRICE_SESSION_EXEC", "0.005", "USD per cell run in a session (POST /v1/sessions/{id}/exec)")
+
+	ss := &c.Sessions
+	ef.integer(&ss.Max, "max-sessions", "BOXER_MAX_SESSIONS", 16, "sessions (live interpreters, /v1/sessions) kept at once; 0 turns sessions off")
+	ef.integer(&ss.MaxPerOwner, "max-sessions-per-caller", "BOXER_MAX_SESSIONS_PER_CALLER", 4, "sessions one API key or payer may hold (keyless callers without payments share one count)")
+	ef.duration(&ss.IdleTimeout, "session-idle-timeout", "BOXER_SESSION_IDLE_TIMEOUT", session.DefaultIdleTimeout, "a session ends after this long without a call, unless its creator asks otherwise")
+	ef.duration(&ss.MaxLifetime, "session-max-lifetime", "BOXER_SESSION_MAX_LIFETIME", session.DefaultMaxLifetime, "a session ends this long after it began, unless its creator asks otherwise")
+	ef.bytes(&ss.Limits.MemoryBytes, "session-memory", "BOXER_SESSION_MEMORY", run.MemoryBytes, "memory limit of a session that does not ask for one")
+	ef.bytes(&ss.MaxLimits.MemoryBytes, "session-max-memory", "BOXER_SESSION_MAX_MEMORY", 2<<30, "the most memory a session may ask for")
+	ef.float(&ss.Limits.CPUs, "session-cpus", "BOXER_SESSION_CPUS", run.CPUs, "CPU limit of a session that does not ask for one, in cores")
 	return c
 }
 
@@ -172,6 +188,7 @@ type Main struct {
 	store    *store.Store
 	engine   *sandbox.Engine
 	pool     *pool.Pool
+	sessions *session.Manager
 	api      *api.Server
 	mcp      *mcpserver.Server
 	http     *http.Server
@@ -192,7 +209,8 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	c.Payments.Routes = nil
 	for _, d := range described {
-		price := map[string]string{"/v1/exec": c.PriceExec, "/v1/run-python": c.PriceRun}[d.Path]
+		price := map[string]string{"/v1/exec": c.PriceExec, "/v1/run-python": c.PriceRun,
+			"/v1/sessions": c.PriceSession, "/v1/sessions/{session_id}/exec": c.PriceCell}[d.Path]
 		c.Payments.Routes = append(c.Payments.Routes, x402.Route{Path: d.Path, Price: price, Description: d.Description,
 			Method: d.Method, InputExample: d.InputExample, BodySchema: d.Input, OutputExample: d.OutputExample})
 	}
@@ -226,6 +244,11 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.pool, err = pool.New(ctx, m.engine, c.Pool, m.log); err != nil {
 		return fmt.Errorf("warm pool: %w", err)
 	}
+	c.Sessions.PreImports, c.Sessions.ZygoteMemoryBytes = c.Pool.PreImports, c.Pool.ZygoteMemoryBytes
+	c.Sessions.MaxLimits.CPUs = float64(runtime.NumCPU())
+	if m.sessions, err = session.New(m.engine, m.store, c.Sessions, m.log); err != nil {
+		return fmt.Errorf("sessions: %w", err)
+	}
 	payments, err := x402.New(c.Payments, x402.Deps{Nonces: m.store, Logger: m.log})
 	if err != nil {
 		return fmt.Errorf("payments: %w", err)
@@ -235,6 +258,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := prommetrics.RegisterSessions(reg, func() prommetrics.SessionStats {
+		st := m.sessions.Stats()
+		return prommetrics.SessionStats{Live: st.Live, Busy: st.Busy, MemoryBytes: st.MemoryBytes, IdleMemoryBytes: st.IdleMemoryBytes}
+	}); err != nil {
+		return err
+	}
 	metrics := &idleRelease{Metrics: prom}
 	deps := api.Deps{
 		Runner:        m.pool,
@@ -242,6 +271,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Logger:        m.log,
 		Metrics:       metrics,
 		Ready:         m.engine.Ready,
+		Sessions:      m.sessions,
 		PythonVersion: m.engine.Runtime().Version,
 	}
 	if payments.Enabled() {
@@ -417,6 +447,9 @@ func (m *Main) Close() error {
 	}
 	if m.debug != nil {
 		m.debug.Close()
+	}
+	if m.sessions != nil {
+		m.sessions.Close()
 	}
 	if m.pool != nil {
 		m.pool.Close()

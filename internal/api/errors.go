@@ -27,9 +27,9 @@ func httpStatus(code string) int {
 		return http.StatusNotFound // 404
 	case boxer.ECodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed // 405
-	case boxer.ECodeJobIDConflict:
+	case boxer.ECodeJobIDConflict, boxer.ECodeSessionBusy:
 		return http.StatusConflict // 409
-	case boxer.ECodeResultNotKept:
+	case boxer.ECodeResultNotKept, boxer.ECodeSessionEnded, boxer.ECodeSessionLost:
 		return http.StatusGone // 410
 	case boxer.ECodeCodeTooLarge, boxer.ECodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge // 413

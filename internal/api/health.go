@@ -61,6 +61,18 @@ type healthBody struct {
 	Slots           int      `json:"slots"`
 	Running         int      `json:"running"`
 	Queued          int      `json:"queued"`
+	// Sessions is null when sessions are off.
+	Sessions *healthSessions `json:"sessions"`
+}
+
+// healthSessions is what the sessions hold: how many, and the memory of
+// their cgroups, with the part held by those idle (no cell running).
+type healthSessions struct {
+	Live            int   `json:"live"`
+	Busy            int   `json:"busy"`
+	Max             int   `json:"max"`
+	MemoryBytes     int64 `json:"memoryBytes"`
+	IdleMemoryBytes int64 `json:"idleMemoryBytes"`
 }
 
 // timeFormat is the marketplaces' timestamp: "2026-09-02T21:46:45.571Z".
@@ -90,6 +102,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.lim.isDraining() {
 		body.Status = "draining"
+	}
+	if m := s.deps.Sessions; m != nil && m.Enabled() {
+		st := m.Stats()
+		body.Sessions = &healthSessions{Live: st.Live, Busy: st.Busy, Max: st.Max, MemoryBytes: st.MemoryBytes, IdleMemoryBytes: st.IdleMemoryBytes}
 	}
 	if stats.RateSample > 0 {
 		body.SuccessRate = &stats.SuccessRate

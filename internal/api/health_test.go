@@ -61,7 +61,7 @@ func TestHealthFigures(t *testing.T) {
 	empty := ts.do("GET", "/v1/health", "")
 	want := `{"status":"ok","version":"1.2.3","pythonVersion":"3.11.2","startedAt":"2026-09-02T21:46:45.571Z",` +
 		`"uptimeSeconds":0,"runsTotal":0,"successRate":null,"p50DurationMs":null,"recentRuns":0,"calls30d":0,` +
-		`"uniquePayers30d":0,"lastCalledAt":null,"slots":2,"running":0,"queued":0}`
+		`"uniquePayers30d":0,"lastCalledAt":null,"slots":2,"running":0,"queued":0,"sessions":null}`
 	if empty.Code != 200 || empty.Body.String() != want {
 		t.Fatalf("empty health =\n%s\nwant\n%s", empty.Body, want)
 	}

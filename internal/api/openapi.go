@@ -39,6 +39,8 @@ type routeDoc struct {
 	errors                                 []string // error codes the route answers besides the common ones
 	keyed                                  bool     // API keys apply
 	run                                    bool     // a run route: payments and admission too
+	status                                 int      // the success status, if not 200
+	raw                                    bool     // the success body is the bytes of a file, not JSON
 }
 
 var routeDocs = []routeDoc{
@@ -73,6 +75,50 @@ var routeDocs = []routeDoc{
 		keyed: true,
 	},
 	{
+		method: "POST", path: routeSessions, id: "createSession", summary: "Start a session",
+		description: "Starts a session: one Python interpreter in a sandbox of its own that keeps its globals, imports, open files and work dir between calls, as a notebook kernel does. Optional files, limits for the whole session, idle_timeout_seconds (default 600) and max_lifetime_seconds (default 3600). Answers 201 with the session_id and when it expires.",
+		request:     SessionCreateRequest{}, example: json.RawMessage(`{"files":{"data.csv":"x,y\n1,2\n"},"memory_mb":512}`),
+		ok: SessionInfo{}, status: http.StatusCreated,
+		okExample: json.RawMessage(`{"session_id":"ses_jd2mrbcnkf6vt7zq3x4ahbyoue","created_at":"2026-12-02T10:00:00Z","expires_at":"2026-12-02T10:10:00Z",` +
+			`"last_used_at":"2026-12-02T10:00:00Z","idle_timeout_seconds":600,"max_lifetime_seconds":3600,"memory_mb":512,"cpus":0.5,"execs":0,"busy":false,"memory_bytes":1048576}`),
+		errors: []string{boxer.ECodeNotFound},
+		keyed:  true, run: true,
+	},
+	{
+		method: "GET", path: routeSessions, id: "listSessions", summary: "Your sessions",
+		description: "The caller's live sessions, newest first: an API key's own, or without a key (while payments are off) those made without one.",
+		ok:          sessionList{}, errors: []string{boxer.ECodeNotFound}, keyed: true,
+	},
+	{
+		method: "POST", path: routeSessionExec, id: "execInSession", summary: "Run code in a session",
+		description: "Runs code in the session's interpreter: what earlier calls defined is there. The result is /v1/exec's plus value (the repr of a trailing expression), error, figures (matplotlib figures left open, as PNG) and whether the session survived: a cell past timeout_seconds is interrupted (KeyboardInterrupt) and the session goes on, unless the cell will not stop or runs the session out of memory.",
+		request:     SessionExecRequest{}, example: json.RawMessage(`{"code":"import pandas as pd\ndf = pd.read_csv('data.csv')\ndf.x.sum()"}`),
+		ok:     sessionExecResponse{},
+		errors: []string{boxer.ECodeCodeTooLarge, boxer.ECodeNotFound, boxer.ECodeSessionBusy, boxer.ECodeSessionEnded, boxer.ECodeSessionLost},
+		keyed:  true, run: true,
+	},
+	{
+		method: "POST", path: routeSessionPut, id: "putSessionFiles", summary: "Upload files into a session",
+		description: "Writes files into the session's work dir, replacing those there (paths as in /v1/run-python).",
+		request:     SessionFilesRequest{}, example: json.RawMessage(`{"files":{"more.csv":"x,y\n3,4\n"}}`),
+		ok: sessionFilesResponse{}, errors: []string{boxer.ECodeNotFound, boxer.ECodeSessionEnded, boxer.ECodeSessionLost}, keyed: true,
+	},
+	{
+		method: "GET", path: routeSessionGet, id: "getSessionFile", summary: "Download a file from a session",
+		description: "The bytes of a regular file in the session's work dir (no symlinks followed, at most 16 MiB).",
+		raw:         true, errors: []string{boxer.ECodeNotFound, boxer.ECodeSessionEnded, boxer.ECodeSessionLost}, keyed: true,
+	},
+	{
+		method: "GET", path: routeSession, id: "getSession", summary: "A session",
+		description: "The session's state: when it expires, its limits, cells run, memory held. 404 for an id the caller has no session of, 410 session_ended for one that ended and session_lost for one the server lost in a restart.",
+		ok:          SessionInfo{}, errors: []string{boxer.ECodeNotFound, boxer.ECodeSessionEnded, boxer.ECodeSessionLost}, keyed: true,
+	},
+	{
+		method: "DELETE", path: routeSession, id: "deleteSession", summary: "End a session",
+		description: "Ends the session at once: its interpreter, files and memory are gone.",
+		ok:          sessionDeleted{}, errors: []string{boxer.ECodeNotFound, boxer.ECodeSessionEnded, boxer.ECodeSessionLost}, keyed: true,
+	},
+	{
 		method: "GET", path: "/v1/health", id: "health", summary: "Service health and figures",
 		description: "Status, version, runs, success rate and p50 of recent runs, calls and unique payers over 30 days, last call, slots in use.",
 		ok:          healthBody{},
@@ -101,20 +147,27 @@ func OpenAPI(info DocInfo) ([]byte, error) {
 			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{
 				"schema": mustSchema(rd.request), "example": rd.example}}}
 		}
-		if strings.Contains(rd.path, "{job_id}") {
-			op["parameters"] = []any{map[string]any{"name": "job_id", "in": "path", "required": true, "schema": map[string]any{"type": "string"}}}
+		path, params := docPath(rd.path)
+		if len(params) > 0 {
+			op["parameters"] = params
 		}
-		var okSchema any
-		if m, isSchema := rd.ok.(map[string]any); isSchema {
-			okSchema = m
-		} else {
-			okSchema = mustSchema(rd.ok)
+		status := rd.status
+		if status == 0 {
+			status = http.StatusOK
 		}
-		okContent := map[string]any{"schema": okSchema}
+		var okMedia map[string]any
+		switch m, isSchema := rd.ok.(map[string]any); {
+		case rd.raw:
+			okMedia = map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
+		case isSchema:
+			okMedia = map[string]any{"application/json": map[string]any{"schema": m}}
+		default:
+			okMedia = map[string]any{"application/json": map[string]any{"schema": mustSchema(rd.ok)}}
+		}
 		if rd.okExample != nil {
-			okContent["example"] = rd.okExample
+			okMedia["application/json"].(map[string]any)["example"] = rd.okExample
 		}
-		responses := map[string]any{"200": map[string]any{"description": "OK", "content": map[string]any{"application/json": okContent}}}
+		responses := map[string]any{fmt.Sprint(status): map[string]any{"description": http.StatusText(status), "content": okMedia}}
 		if rd.accepted != nil {
 			responses["202"] = map[string]any{"description": "The run goes on", "content": map[string]any{"application/json": map[string]any{
 				"schema": mustSchema(rd.accepted)}}}
@@ -160,7 +213,10 @@ func OpenAPI(info DocInfo) ([]byte, error) {
 			op["x-price-usd"] = p
 			op["description"] = fmt.Sprintf("%s Price: %s USD a call (x402, %s), or free with an API key.", rd.description, p, info.Network)
 		}
-		paths[rd.path] = map[string]any{strings.ToLower(rd.method): op}
+		if paths[path] == nil {
+			paths[path] = map[string]any{}
+		}
+		paths[path].(map[string]any)[strings.ToLower(rd.method)] = op
 	}
 	doc := map[string]any{
 		"openapi":           "3.1.0",
@@ -178,6 +234,27 @@ func OpenAPI(info DocInfo) ([]byte, error) {
 		},
 	}
 	return json.MarshalIndent(doc, "", "  ")
+}
+
+// docPath is an OpenAPI path and its parameters for a route pattern of
+// net/http's: "{name}" stays, "{name...}" (the rest of the path) becomes
+// "{name}".
+func docPath(pattern string) (string, []any) {
+	var params []any
+	parts := strings.Split(pattern, "/")
+	for i, p := range parts {
+		if !strings.HasPrefix(p, "{") {
+			continue
+		}
+		name, rest := strings.CutSuffix(strings.Trim(p, "{}"), "...")
+		parts[i] = "{" + name + "}"
+		desc := "the " + strings.ReplaceAll(name, "_", " ")
+		if rest {
+			desc = "a file's path relative to the work dir; a path of several parts is sent as one segment with its slashes encoded (%2F)"
+		}
+		params = append(params, map[string]any{"name": name, "in": "path", "required": true, "description": desc, "schema": map[string]any{"type": "string"}})
+	}
+	return strings.Join(parts, "/"), params
 }
 
 // paymentRequiredSchema is x402's PaymentRequired, as far as a client
@@ -198,7 +275,7 @@ var paymentRequiredSchema = map[string]any{
 func allCodes() []string {
 	return []string{boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodeUnsupportedLanguage, boxer.ECodeCodeTooLarge,
 		boxer.ECodePayloadTooLarge, boxer.ECodeUnsupportedMedia, boxer.ECodeRequestTimeout, boxer.ECodeNotFound, boxer.ECodeMethodNotAllowed,
-		boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept, boxer.ECodeUnauthorized, boxer.ECodeForbiddenHost, boxer.ECodePaymentRequired, boxer.ECodeRateLimited,
+		boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept, boxer.ECodeSessionBusy, boxer.ECodeSessionEnded, boxer.ECodeSessionLost, boxer.ECodeUnauthorized, boxer.ECodeForbiddenHost, boxer.ECodePaymentRequired, boxer.ECodeRateLimited,
 		boxer.ECodeBusy, boxer.ECodeUnavailable, boxer.ECodeInternal}
 }
 

@@ -22,19 +22,9 @@ func (s *Server) run(r *http.Request, job *boxer.Job) (_ *boxer.Result, answered
 	st := stateOf(r)
 	ctx := r.Context()
 	queueStart := s.now()
-	release, err := s.lim.acquire(ctx, jobBytes(job))
-	switch {
-	case errors.Is(err, errBusy):
-		running, queued := s.lim.counts()
-		wait := ""
-		if d := s.lim.expected(); d > 0 {
-			wait = fmt.Sprintf(" (the next would wait about %s)", d.Round(time.Millisecond))
-		}
-		return nil, nil, boxer.Errorf(boxer.ECodeBusy, "all %d run slots are taken and %d runs are waiting%s; retry later", running, queued, wait)
-	case errors.Is(err, errDraining):
-		return nil, nil, boxer.Errorf(boxer.ECodeUnavailable, "the server is shutting down; retry later")
-	case err != nil:
-		return nil, nil, boxer.Errorf(codeCanceled, "client went away while waiting for a run slot")
+	release, e := s.acquire(ctx, jobBytes(job))
+	if e != nil {
+		return nil, nil, e
 	}
 	defer release()
 	queued := s.now().Sub(queueStart)
@@ -72,6 +62,26 @@ func (s *Server) run(r *http.Request, job *boxer.Job) (_ *boxer.Result, answered
 	st.outcome = string(res.Status)
 	s.metrics.ObserveRun(st.route, res.Status, res.Wall)
 	return res, answered, nil
+}
+
+// acquire takes a run slot for a call holding size bytes of request, or
+// returns the error to send its caller.
+func (s *Server) acquire(ctx context.Context, size int64) (release func(), _ *boxer.Error) {
+	release, err := s.lim.acquire(ctx, size)
+	switch {
+	case errors.Is(err, errBusy):
+		running, queued := s.lim.counts()
+		wait := ""
+		if d := s.lim.expected(); d > 0 {
+			wait = fmt.Sprintf(" (the next would wait about %s)", d.Round(time.Millisecond))
+		}
+		return nil, boxer.Errorf(boxer.ECodeBusy, "all %d run slots are taken and %d runs are waiting%s; retry later", running, queued, wait)
+	case errors.Is(err, errDraining):
+		return nil, boxer.Errorf(boxer.ECodeUnavailable, "the server is shutting down; retry later")
+	case err != nil:
+		return nil, boxer.Errorf(codeCanceled, "client went away while waiting for a run slot")
+	}
+	return release, nil
 }
 
 // jobBytes is what a waiting job holds in memory: its files, stdin and

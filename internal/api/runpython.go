@@ -72,7 +72,7 @@ func decodeRunPython(body []byte) (*runRequest, *boxer.Error) {
 	if !ok {
 		return nil, fieldError("files", "is required: an object of %d to %d entries, relative path -> UTF-8 text", minFiles, maxFiles)
 	}
-	if req.Files, e = decodeFiles(v); e != nil {
+	if req.Files, e = decodeFiles(v, minFiles); e != nil {
 		return nil, e
 	}
 	if v, ok := fields["stdin"]; ok {
@@ -128,12 +128,13 @@ func decodeRunPython(body []byte) (*runRequest, *boxer.Error) {
 	return req, nil
 }
 
-func decodeFiles(v *jsonValue) ([]boxer.File, *boxer.Error) {
+// decodeFiles reads a files object of least to maxFiles entries.
+func decodeFiles(v *jsonValue, least int) ([]boxer.File, *boxer.Error) {
 	if v.kind != kindObject {
 		return nil, fieldError("files", "must be an object of relative path -> UTF-8 text, got %s", v.kind)
 	}
-	if n := len(v.members); n < minFiles || n > maxFiles {
-		return nil, fieldError("files", "has %d entries; allowed: %d to %d", n, minFiles, maxFiles)
+	if n := len(v.members); n < least || n > maxFiles {
+		return nil, fieldError("files", "has %d entries; allowed: %d to %d", n, least, maxFiles)
 	}
 	files := make([]boxer.File, 0, len(v.members))
 	byClean := make(map[string]string, len(v.members)) // clean path -> as sent

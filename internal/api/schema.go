@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 
+	"boxer"
+
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -57,6 +59,18 @@ func SchemaFor(v any) (*jsonschema.Schema, error) {
 		p["language"].Enum = []any{"python", "py", "python3"}
 	case ExecResult, RunResponse:
 		p["status"].Enum = statuses()
+	case SessionCreateRequest:
+		bound("cpus", boxer.MinCPUs, boxer.MaxCPUs)
+		bound("memory_mb", minMemoryMB, 1<<20)
+		bound("idle_timeout_seconds", 1, maxSessionIdleSecs)
+		bound("max_lifetime_seconds", 1, maxSessionLifeSecs)
+		files := maxFiles
+		p["files"].MaxProperties = &files
+	case SessionExecRequest:
+		bound("timeout_seconds", 1, maxCellTimeoutSecs)
+	case SessionFilesRequest:
+		one, files := 1, maxFiles
+		p["files"].MinProperties, p["files"].MaxProperties = &one, &files
 	}
 	return s, nil
 }

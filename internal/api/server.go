@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"boxer"
+	"boxer/internal/session"
 	"boxer/internal/store"
 )
 
@@ -39,6 +42,8 @@ type Deps struct {
 	// Doc is what GET /openapi.json and /llms.txt say of prices (Version
 	// and KeysRequired come from the Config).
 	Doc DocInfo
+	// Sessions keeps the sessions (/v1/sessions). Nil: sessions are off.
+	Sessions *session.Manager
 	// PythonVersion is reported by GET /v1/health ("3.11.2").
 	PythonVersion string
 	// Now is the clock. Nil: time.Now.
@@ -62,6 +67,7 @@ type Server struct {
 	now      func() time.Time
 	started  time.Time
 	mux      *http.ServeMux
+	byMethod map[string]map[string]http.Handler // pattern -> method -> handler (see handle)
 	lim      *limiter
 	answers  *answers
 	inflight inflight
@@ -131,6 +137,7 @@ func (s *Server) routes() {
 	s.handle(http.MethodGet, "/readyz", http.HandlerFunc(s.handleReadyz))
 	s.handle(http.MethodGet, "/openapi.json", http.HandlerFunc(s.handleOpenAPI))
 	s.handle(http.MethodGet, "/llms.txt", http.HandlerFunc(s.handleLLMsTxt))
+	s.sessionRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, boxer.Errorf(boxer.ECodeNotFound, "no route %s", r.URL.Path))
 	})
@@ -140,16 +147,31 @@ func (s *Server) routes() {
 // here rather than in the mux pattern so that a 405 is the JSON error
 // envelope with an Allow header, not the mux's plain text. GET routes also
 // answer HEAD.
+//
+// A pattern may be registered for several methods, one call each.
 func (s *Server) handle(method, pattern string, h http.Handler) {
-	allow := method
+	if s.byMethod == nil {
+		s.byMethod = map[string]map[string]http.Handler{}
+	}
+	methods, seen := s.byMethod[pattern]
+	if !seen {
+		methods = map[string]http.Handler{}
+		s.byMethod[pattern] = methods
+	}
+	methods[method] = h
 	if method == http.MethodGet {
-		allow = "GET, HEAD"
+		methods[http.MethodHead] = h
+	}
+	if seen {
+		return
 	}
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		stateOf(r).route = pattern
-		if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
-			w.Header().Set("Allow", allow)
-			s.writeError(w, r, boxer.Errorf(boxer.ECodeMethodNotAllowed, "%s %s is not allowed; allowed: %s", r.Method, r.URL.Path, allow))
+		h, ok := methods[r.Method]
+		if !ok {
+			allow := slices.Sorted(maps.Keys(methods))
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			s.writeError(w, r, boxer.Errorf(boxer.ECodeMethodNotAllowed, "%s %s is not allowed; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -224,11 +246,17 @@ func (s *Server) prune() {
 	if err != nil {
 		errs = append(errs, err.Error())
 	}
+	// An ended session's record tells a late caller why it is gone; past
+	// the job retention, not_found says enough.
+	sessions, err := s.deps.Store.PruneSessions(ctx, now.Add(-s.cfg.JobRetention))
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
 	if len(errs) > 0 {
 		s.log.Error("prune", slog.String("error", strings.Join(errs, "; ")))
 		return
 	}
-	if jobs+calls+nonces > 0 {
-		s.log.Info("pruned", slog.Int64("jobs", jobs), slog.Int64("calls", calls), slog.Int64("nonces", nonces))
+	if jobs+calls+nonces+sessions > 0 {
+		s.log.Info("pruned", slog.Int64("jobs", jobs), slog.Int64("calls", calls), slog.Int64("nonces", nonces), slog.Int64("sessions", sessions))
 	}
 }

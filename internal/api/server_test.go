@@ -274,7 +274,8 @@ func TestConfigDefaults(t *testing.T) {
 	}
 }
 
-// TestPaymentHook: the hook wraps the run routes only, after the method
+// TestPaymentHook: the hook wraps the priced routes only (the two run
+// routes, a session's creation and its cells), after the method
 // check (a wrong method is not asked to pay), and SetPayer reaches the log.
 func TestPaymentHook(t *testing.T) {
 	var wrapped []string
@@ -291,8 +292,8 @@ func TestPaymentHook(t *testing.T) {
 			})
 		}
 	})
-	if strings.Join(wrapped, ",") != "/v1/exec,/v1/run-python" {
-		t.Fatalf("payment hook wrapped %v, want the two run routes", wrapped)
+	if strings.Join(wrapped, ",") != "/v1/exec,/v1/run-python,/v1/sessions,/v1/sessions/{session_id}/exec" {
+		t.Fatalf("payment hook wrapped %v, want the priced routes", wrapped)
 	}
 	if rec := ts.do("GET", "/v1/exec", ""); rec.Code != 405 {
 		t.Fatalf("GET /v1/exec = %d, want 405 before payment", rec.Code)

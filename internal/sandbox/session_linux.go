@@ -41,6 +41,7 @@ type Session struct {
 	exited <-chan uint32
 
 	busy   sync.Mutex
+	seq    int64      // the last cell's (under busy)
 	mu     sync.Mutex // guards gone and why
 	gone   bool
 	why    string
@@ -174,16 +175,6 @@ func (s *Session) Exec(ctx context.Context, code string, timeout time.Duration) 
 	if alive, why := s.Alive(); !alive {
 		return nil, fmt.Errorf("%w: %s", ErrSessionGone, why)
 	}
-	// Only caller code can have sent anything between cells (the kernel
-	// answers each cell in full): it is not this cell's.
-	for drained := false; !drained; {
-		select {
-		case _, ok := <-s.msgs:
-			drained = !ok
-		default:
-			drained = true
-		}
-	}
 	before, err := s.w.cg.Stats()
 	if err != nil {
 		return nil, fmt.Errorf("read cgroup stats: %w", err)
@@ -197,7 +188,8 @@ func (s *Session) Exec(ctx context.Context, code string, timeout time.Duration) 
 		closeAll([]*os.File{outR, outW})
 		return nil, err
 	}
-	_, _, err = s.w.conn.WriteMsgUnix(warm.Cell{Op: warm.OpCell, Code: code}.Marshal(),
+	s.seq++
+	_, _, err = s.w.conn.WriteMsgUnix(warm.Cell{Op: warm.OpCell, Seq: s.seq, Code: code}.Marshal(),
 		unix.UnixRights(int(outW.Fd()), int(errW.Fd())), nil)
 	closeAll([]*os.File{outW, errW})
 	io := &runIO{stdout: startCapture(outR, s.lim.OutputBytes), stderr: startCapture(errR, s.lim.OutputBytes)}
@@ -234,6 +226,9 @@ wait:
 				break wait // the kernel is gone or refused: the session ends below
 			}
 			switch {
+			case m.Seq != s.seq:
+				// An earlier cell's (whose answer caller code forged
+				// first), or caller code's own: not this cell's.
 			case m.Op == warm.OpDone:
 				done = &m
 			case len(figures)+len(m.Data)*3/4 > maxCellFigures:

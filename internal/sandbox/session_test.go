@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -155,4 +156,49 @@ func TestSessionFiguresAndFiles(t *testing.T) {
 	if _, reason, _ := s.ReadFile("pipe", 1<<20); reason != "refused: is a FIFO" {
 		t.Errorf("download of a FIFO: %q", reason)
 	}
+}
+
+// Caller code shares the kernel's process and so its socket to boxer:
+// what it writes there fools only its own session, and what boxer refuses
+// (a field it does not know, a packet too large, descriptors) ends that
+// session without harm to boxer.
+func TestSessionSocketAbuse(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+
+	s := newTestSession(t, z, nil)
+	res := execCell(t, s, "import socket\nsk = socket.socket(fileno=3)\nsk.send(b'{\"op\":\"done\",\"seq\":1,\"exit_code\":0,\"value\":\"\\'forged\\'\"}')\nimport time; time.sleep(0.2)", slow(10*time.Second))
+	if res.Value == nil || *res.Value != "'forged'" || !res.Alive {
+		t.Fatalf("a forged done answers its own cell: %+v", res)
+	}
+	// The kernel's own answer to that cell comes later, and is not the
+	// next cell's.
+	res = execCell(t, s, "40 + 2", slow(10*time.Second))
+	if res.Value == nil || *res.Value != "42" {
+		t.Fatalf("the cell after a forged done: %+v", res)
+	}
+
+	for name, code := range map[string]string{
+		"unknown field": "sk.send(b'{\"op\":\"done\",\"exit_code\":0,\"admin\":true}')",
+		"oversized":     "sk.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)\nsk.send(b'{' + b' ' * (600 << 10) + b'}')",
+		"descriptors":   "import os\nsocket.send_fds(sk, [b'{\"op\":\"figure\",\"data\":\"\",\"last\":true}'], [os.open('/work', os.O_RDONLY)] * 8)\nsk.send(b'junk')",
+	} {
+		s := newTestSession(t, z, nil)
+		res := execCell(t, s, "import socket, time\nsk = socket.socket(fileno=3)\n"+code+"\ntime.sleep(30)", slow(20*time.Second))
+		if res.Alive || !strings.Contains(res.Ended, "boxer") {
+			t.Errorf("%s: the session lives on: %+v", name, res)
+		}
+	}
+	if n := openFDs(t); n > 200 {
+		t.Errorf("boxer holds %d descriptors after sessions sent it some", n)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }

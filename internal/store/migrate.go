@@ -75,6 +75,19 @@ ALTER TABLE calls ADD COLUMN key_id TEXT;
 	// in api_keys (calls, last_used_at), which outlives the call log's
 	// 30 days.
 	`ALTER TABLE calls DROP COLUMN key_id;`,
+	// 5: sessions, so that a call to one this process does not hold can
+	// tell a session lost with a restart (or ended) from an id never
+	// given out.
+	`
+CREATE TABLE sessions (
+	id         TEXT    PRIMARY KEY,
+	owner      TEXT    NOT NULL,
+	created_at INTEGER NOT NULL,
+	ended_at   INTEGER,
+	end_reason TEXT
+);
+CREATE INDEX sessions_ended_at ON sessions (ended_at);
+`,
 }
 
 // migrate brings db to the newest schema version this build knows.

@@ -68,7 +68,7 @@ func (s *Server) Stop() {
 }
 
 // Post sends body as JSON to path and returns the decoded answer and the
-// round trip. An answer other than 200 is an error.
+// round trip. An answer other than 2xx is an error.
 func (s *Server) Post(path string, body any, answer any) (time.Duration, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -85,7 +85,7 @@ func (s *Server) Post(path string, body any, answer any) (time.Duration, error) 
 	if err != nil {
 		return 0, err
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode/100 != 2 {
 		return 0, fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, out)
 	}
 	if answer != nil {
@@ -105,3 +105,21 @@ func Pct(d []time.Duration, p int) time.Duration {
 
 // Ms formats d in milliseconds, right-aligned.
 func Ms(d time.Duration) string { return fmt.Sprintf("%7.1fms", float64(d)/1e6) }
+
+// Delete sends DELETE to path; an answer other than 2xx is an error.
+func (s *Server) Delete(path string) error {
+	req, err := http.NewRequest(http.MethodDelete, s.URL+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("DELETE %s: %d %s", path, resp.StatusCode, out)
+	}
+	return nil
+}

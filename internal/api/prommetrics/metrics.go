@@ -84,3 +84,35 @@ func (m *Metrics) SetRuns(running, queued int) {
 func Handler(g prometheus.Gatherer) http.Handler {
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 }
+
+// SessionStats are the figures of the sessions a scrape reports.
+type SessionStats struct {
+	Live, Busy                   int
+	MemoryBytes, IdleMemoryBytes int64
+}
+
+// RegisterSessions has reg report the sessions' figures, read from stats
+// once per scrape.
+func RegisterSessions(reg prometheus.Registerer, stats func() SessionStats) error {
+	return reg.Register(sessionCollector(stats))
+}
+
+type sessionCollector func() SessionStats
+
+var (
+	sessionsDesc = prometheus.NewDesc("boxer_sessions", "Live sessions, by state (busy: a cell is running).", []string{"state"}, nil)
+	sessionMem   = prometheus.NewDesc("boxer_sessions_memory_bytes", "Memory the sessions' cgroups hold, by state (idle: no cell running).", []string{"state"}, nil)
+)
+
+func (c sessionCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sessionsDesc
+	ch <- sessionMem
+}
+
+func (c sessionCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c()
+	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(st.Busy), "busy")
+	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(st.Live-st.Busy), "idle")
+	ch <- prometheus.MustNewConstMetric(sessionMem, prometheus.GaugeValue, float64(st.MemoryBytes-st.IdleMemoryBytes), "busy")
+	ch <- prometheus.MustNewConstMetric(sessionMem, prometheus.GaugeValue, float64(st.IdleMemoryBytes), "idle")
+}

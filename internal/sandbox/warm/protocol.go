@@ -244,8 +244,12 @@ const (
 )
 
 // Cell is one cell of a session, sent with the cell's stdout and stderr.
+// Seq numbers the session's cells; the kernel's answer carries it, so
+// that an answer caller code forged for one cell is never taken for a
+// later cell's.
 type Cell struct {
 	Op   string `json:"op"` // OpCell
+	Seq  int64  `json:"seq"`
 	Code string `json:"code"`
 }
 
@@ -255,7 +259,8 @@ func (c Cell) Marshal() []byte { return marshalPlain(c) }
 // CellMsg is what a session's kernel sends after a cell: OpFigure chunks,
 // then one OpDone.
 type CellMsg struct {
-	Op string `json:"op"`
+	Op  string `json:"op"`
+	Seq int64  `json:"seq"` // the Cell's
 	// Data is base64 of a chunk of the cell's figures, each a PNG after
 	// its length in four big-endian bytes; Last marks the final chunk
 	// (OpFigure).

@@ -88,10 +88,10 @@ import zygote_session as k
 main = type(sys)("__main__")
 cell = json.loads(sys.argv[2])
 for code in (cell["code"], "1/0", "import sys; sys.exit(3)"):
-    print(json.dumps(k._cell(code, main)))
-print(json.dumps({"op": "figure", "data": "AAAA", "last": True}))
+    print(json.dumps(dict(k._cell(code, main), seq=cell["seq"])))
+print(json.dumps({"op": "figure", "seq": cell["seq"], "data": "AAAA", "last": True}))
 `
-	cell := Cell{Op: OpCell, Code: "x = '<&>'\nx * 2"}
+	cell := Cell{Op: OpCell, Seq: 7, Code: "x = '<&>'\nx * 2"}
 	out, err := runZygoteModule(t, script, string(cell.Marshal()))
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -107,10 +107,10 @@ print(json.dumps({"op": "figure", "data": "AAAA", "last": True}))
 	}
 	value := "'<&><&>'"
 	want := []CellMsg{
-		{Op: OpDone, Value: &value},
-		{Op: OpDone, ExitCode: 1, Error: "ZeroDivisionError: division by zero"},
-		{Op: OpDone, ExitCode: 3},
-		{Op: OpFigure, Data: "AAAA", Last: true},
+		{Op: OpDone, Seq: 7, Value: &value},
+		{Op: OpDone, Seq: 7, ExitCode: 1, Error: "ZeroDivisionError: division by zero"},
+		{Op: OpDone, Seq: 7, ExitCode: 3},
+		{Op: OpFigure, Seq: 7, Data: "AAAA", Last: true},
 	}
 	for i, w := range want {
 		got, err := DecodeCellMsg([]byte(lines[i]))

@@ -9,8 +9,8 @@ back as untrusted (sizes bounded, fields checked, descriptors closed), and
 whatever caller code writes there only garbles its own session.
 
 Each cell arrives as a Cell message with the cell's stdout and stderr as two
-descriptors; its answer is zero or more figure chunks, then one done (see
-protocol.go for the messages).
+descriptors; its answer is zero or more figure chunks, then one done, each
+carrying the cell's seq (see protocol.go for the messages).
 """
 
 import ast
@@ -43,18 +43,19 @@ def serve(sock, main):
             os._exit(0)  # boxer ended the session
         try:
             cell = json.loads(msg)
-            if sorted(cell) != ["code", "op"] or cell["op"] != "cell" or len(fds) != 2:
+            if sorted(cell) != ["code", "op", "seq"] or cell["op"] != "cell" or len(fds) != 2:
                 raise ValueError("malformed cell: fields %s, %d descriptors" % (sorted(cell), len(fds)))
         except ValueError as e:
             for fd in fds:
                 os.close(fd)
-            sock.send(json.dumps({"op": "done", "exit_code": 1, "error": "boxer: %s" % e}).encode())
+            sock.send(json.dumps({"op": "done", "seq": -1, "exit_code": 1, "error": "boxer: %s" % e}).encode())
             continue
         os.dup2(fds[0], 1)
         os.dup2(fds[1], 2)
         for fd in fds:
             os.close(fd)
         done = _cell(cell["code"], main)
+        done["seq"] = seq = cell["seq"]
         figures = _figures()
         _flush()
         # The cell's streams end here for the kernel: boxer reads them to
@@ -62,7 +63,7 @@ def serve(sock, main):
         os.dup2(null, 1)
         os.dup2(null, 2)
         for i in range(0, len(figures), CHUNK):
-            sock.send(json.dumps({"op": "figure", "data": base64.b64encode(figures[i:i + CHUNK]).decode(),
+            sock.send(json.dumps({"op": "figure", "seq": seq, "data": base64.b64encode(figures[i:i + CHUNK]).decode(),
                                   "last": i + CHUNK >= len(figures)}).encode())
         sock.send(json.dumps(done).encode())
 

@@ -1,0 +1,447 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"boxer"
+	"boxer/internal/session"
+)
+
+// Sessions: /v1/sessions and below. A session is an interpreter that lives
+// between calls (internal/session); its cells run through the same
+// admission as runs, and with payments on its creation and each cell are
+// priced calls.
+//
+// Who may reach a session: the API key that made it, and only that key;
+// a session made without a key is reached by its id alone, which is 128
+// random bits. Caps count per key, per payer, or for all keyless callers
+// together.
+
+const (
+	routeSessions    = "/v1/sessions"
+	routeSession     = "/v1/sessions/{session_id}"
+	routeSessionExec = "/v1/sessions/{session_id}/exec"
+	routeSessionPut  = "/v1/sessions/{session_id}/files"
+	routeSessionGet  = "/v1/sessions/{session_id}/files/{path...}"
+
+	maxSessionIdleSecs = 24 * 3600
+	maxSessionLifeSecs = 7 * 24 * 3600
+	maxCellTimeoutSecs = 3600
+)
+
+// SessionCreateRequest is POST /v1/sessions' body.
+type SessionCreateRequest struct {
+	Files              map[string]string `json:"files,omitempty" jsonschema:"files to start with in the work dir: relative path -> UTF-8 text content"`
+	MemoryMB           *int64            `json:"memory_mb,omitempty" jsonschema:"memory limit of the whole session in MiB"`
+	CPUs               *float64          `json:"cpus,omitempty" jsonschema:"CPU limit of the whole session in cores"`
+	IdleTimeoutSeconds *int64            `json:"idle_timeout_seconds,omitempty" jsonschema:"the session ends after this long without a call (default 600)"`
+	MaxLifetimeSeconds *int64            `json:"max_lifetime_seconds,omitempty" jsonschema:"the session ends this long after it began (default 3600)"`
+}
+
+// SessionExecRequest is POST /v1/sessions/{session_id}/exec's body.
+type SessionExecRequest struct {
+	Code           string `json:"code" jsonschema:"Python source to run in the session's interpreter, at most 64 KiB of UTF-8"`
+	TimeoutSeconds *int64 `json:"timeout_seconds,omitempty" jsonschema:"wall-clock limit of this cell in seconds (default 30); past it the cell is interrupted"`
+}
+
+// SessionFilesRequest is POST /v1/sessions/{session_id}/files' body.
+type SessionFilesRequest struct {
+	Files map[string]string `json:"files" jsonschema:"files to write into the work dir, replacing those there: relative path -> UTF-8 text content"`
+}
+
+// SessionInfo describes a session.
+type SessionInfo struct {
+	SessionID          string    `json:"session_id"`
+	CreatedAt          time.Time `json:"created_at"`
+	ExpiresAt          time.Time `json:"expires_at" jsonschema:"when the session ends unless called again (idle timeout) or at the latest (lifetime)"`
+	LastUsedAt         time.Time `json:"last_used_at"`
+	IdleTimeoutSeconds int64     `json:"idle_timeout_seconds"`
+	MaxLifetimeSeconds int64     `json:"max_lifetime_seconds"`
+	MemoryMB           int64     `json:"memory_mb"`
+	CPUs               float64   `json:"cpus"`
+	Execs              int64     `json:"execs" jsonschema:"cells run so far"`
+	Busy               bool      `json:"busy" jsonschema:"a cell is running"`
+	MemoryBytes        int64     `json:"memory_bytes" jsonschema:"memory the session holds now"`
+}
+
+func newSessionInfo(i *session.Info) SessionInfo {
+	return SessionInfo{SessionID: i.ID, CreatedAt: i.CreatedAt.UTC(), ExpiresAt: i.ExpiresAt.UTC(), LastUsedAt: i.LastUsedAt.UTC(),
+		IdleTimeoutSeconds: int64(i.IdleTimeout / time.Second), MaxLifetimeSeconds: int64(i.MaxLifetime / time.Second),
+		MemoryMB: i.MemoryLimit >> 20, CPUs: i.CPUs, Execs: i.Execs, Busy: i.Busy, MemoryBytes: i.MemoryBytes}
+}
+
+// SessionExecResult is a cell's result: /v1/exec's, and what a notebook
+// shows besides.
+type SessionExecResult struct {
+	ExecResult
+	Value        *string  `json:"value" jsonschema:"repr of the cell's trailing expression; null if it has none or it is None"`
+	Error        *string  `json:"error" jsonschema:"the exception that ended the cell, as type: message; null if none"`
+	Figures      []Figure `json:"figures" jsonschema:"matplotlib figures the cell left open, drawn and closed"`
+	SessionAlive bool     `json:"sessionAlive" jsonschema:"the session survived the cell; false after an OOM or a cell that would not stop"`
+	SessionEnded *string  `json:"sessionEnded" jsonschema:"why the session ended, when it did"`
+}
+
+// Figure is a rich output of a cell.
+type Figure struct {
+	MimeType string `json:"mimeType"`
+	Data     string `json:"data" jsonschema:"base64"`
+}
+
+type sessionExecResponse struct {
+	Success bool              `json:"success"`
+	Result  SessionExecResult `json:"result"`
+	Session SessionInfo       `json:"session"`
+}
+
+type sessionList struct {
+	Sessions []SessionInfo `json:"sessions"`
+}
+
+type sessionFilesResponse struct {
+	Written []string    `json:"written"`
+	Session SessionInfo `json:"session"`
+}
+
+type sessionDeleted struct {
+	SessionID string `json:"session_id"`
+	Deleted   bool   `json:"deleted"`
+}
+
+func (s *Server) sessionRoutes() {
+	s.handle(http.MethodPost, routeSessions, s.guard(routeSessions, s.handleSessionCreate, true))
+	s.handle(http.MethodGet, routeSessions, s.guard(routeSessions+" GET", s.handleSessionList, false))
+	s.handle(http.MethodGet, routeSession, s.guard(routeSession, s.handleSessionGet, false))
+	s.handle(http.MethodDelete, routeSession, s.guard(routeSession, s.handleSessionDelete, false))
+	s.handle(http.MethodPost, routeSessionExec, s.guard(routeSessionExec, s.handleSessionExec, true))
+	s.handle(http.MethodPost, routeSessionPut, s.guard(routeSessionPut, s.handleSessionPut, false))
+	s.handle(http.MethodGet, routeSessionGet, s.guard(routeSessionGet, s.handleSessionFile, false))
+}
+
+// sessionOwner is who may reach the caller's sessions: its API key, or
+// no one in particular (the id is the capability).
+func sessionOwner(r *http.Request) string {
+	if key := stateOf(r).key; key != "" {
+		return "key:" + key
+	}
+	return ""
+}
+
+// sessionQuota is whose cap a new session counts against: the key's, the
+// payer's, or every keyless caller's together.
+func sessionQuota(r *http.Request) string {
+	st := stateOf(r)
+	switch {
+	case st.key != "":
+		return "key:" + st.key
+	case st.payer != "":
+		return "payer:" + strings.ToLower(st.payer)
+	}
+	return "anon"
+}
+
+// sessions returns the session manager, or writes why there is none.
+func (s *Server) sessions(w http.ResponseWriter, r *http.Request) *session.Manager {
+	m := s.deps.Sessions
+	if m == nil || !m.Enabled() {
+		s.writeError(w, r, session.ErrOff)
+		return nil
+	}
+	return m
+}
+
+// sessionError writes err: a *boxer.Error as it is, anything else as an
+// internal error, logged.
+func (s *Server) sessionError(w http.ResponseWriter, r *http.Request, err error) {
+	var be *boxer.Error
+	if errors.As(err, &be) {
+		s.writeError(w, r, be)
+		return
+	}
+	if r.Context().Err() != nil {
+		s.writeError(w, r, boxer.Errorf(codeCanceled, "client went away"))
+		return
+	}
+	s.writeError(w, r, s.runnerError(r, err))
+}
+
+func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
+	m := s.sessions(w, r)
+	if m == nil {
+		return
+	}
+	body, e := readBody(w, r, s.cfg.MaxRunBodyBytes, s.cfg.BodyTimeout)
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	req, e := decodeSessionCreate(body)
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	release, ctx, e := s.admit(r, int64(len(body)))
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	defer release()
+	info, err := m.Create(ctx, sessionOwner(r), sessionQuota(r), *req)
+	if err != nil {
+		s.sessionError(w, r, err)
+		return
+	}
+	stateOf(r).ran = true
+	writeJSON(w, s.log, http.StatusCreated, newSessionInfo(info))
+}
+
+func decodeSessionCreate(body []byte) (*session.Request, *boxer.Error) {
+	root, e := parseBody(body)
+	if e != nil {
+		return nil, e
+	}
+	fields, e := requestObject(root, "files", "memory_mb", "cpus", "idle_timeout_seconds", "max_lifetime_seconds")
+	if e != nil {
+		return nil, e
+	}
+	var req session.Request
+	if v, ok := fields["files"]; ok {
+		if req.Files, e = decodeFiles(v, 0); e != nil {
+			return nil, e
+		}
+	}
+	if v, ok := fields["memory_mb"]; ok {
+		n, e := integer("memory_mb", v, minMemoryMB, 1<<20)
+		if e != nil {
+			return nil, e
+		}
+		req.MemoryBytes = n << 20
+	}
+	if v, ok := fields["cpus"]; ok {
+		if req.CPUs, e = number("cpus", v, boxer.MinCPUs, boxer.MaxCPUs); e != nil {
+			return nil, e
+		}
+	}
+	if v, ok := fields["idle_timeout_seconds"]; ok {
+		n, e := integer("idle_timeout_seconds", v, 1, maxSessionIdleSecs)
+		if e != nil {
+			return nil, e
+		}
+		req.IdleTimeout = time.Duration(n) * time.Second
+	}
+	if v, ok := fields["max_lifetime_seconds"]; ok {
+		n, e := integer("max_lifetime_seconds", v, 1, maxSessionLifeSecs)
+		if e != nil {
+			return nil, e
+		}
+		req.MaxLifetime = time.Duration(n) * time.Second
+	}
+	return &req, nil
+}
+
+func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
+	m := s.sessions(w, r)
+	if m == nil {
+		return
+	}
+	body, e := readBody(w, r, s.cfg.MaxExecBodyBytes, s.cfg.BodyTimeout)
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	code, timeout, e := decodeSessionExec(body, s.cfg.MaxCodeBytes)
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	release, ctx, e := s.admit(r, int64(len(code)))
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	defer release()
+	res, err := m.Exec(ctx, sessionOwner(r), r.PathValue("session_id"), code, timeout)
+	if err != nil {
+		s.sessionError(w, r, err)
+		return
+	}
+	st := stateOf(r)
+	st.ran, st.outcome = true, string(res.Status)
+	s.metrics.ObserveRun(st.route, res.Status, res.Wall)
+	writeJSON(w, s.log, http.StatusOK, newSessionExecResponse(res))
+}
+
+func decodeSessionExec(body []byte, maxCode int) (string, time.Duration, *boxer.Error) {
+	root, e := parseBody(body)
+	if e != nil {
+		return "", 0, e
+	}
+	fields, e := requestObject(root, "code", "timeout_seconds")
+	if e != nil {
+		return "", 0, e
+	}
+	v, ok := fields["code"]
+	if !ok {
+		return "", 0, fieldError("code", "is required: the Python source to run in the session")
+	}
+	code, e := text("code", v)
+	if e != nil {
+		return "", 0, e
+	}
+	if len(code) > maxCode {
+		return "", 0, boxer.Errorf(boxer.ECodeCodeTooLarge, "code is %d bytes; at most %d bytes are allowed", len(code), maxCode)
+	}
+	var timeout time.Duration
+	if v, ok := fields["timeout_seconds"]; ok {
+		n, e := integer("timeout_seconds", v, 1, maxCellTimeoutSecs)
+		if e != nil {
+			return "", 0, e
+		}
+		timeout = time.Duration(n) * time.Second
+	}
+	return code, timeout, nil
+}
+
+func newSessionExecResponse(res *session.ExecResult) sessionExecResponse {
+	out := SessionExecResult{ExecResult: newExecResponse(&res.Result).Result, Value: res.Value, SessionAlive: res.Alive, Figures: []Figure{}}
+	if res.Error != "" {
+		out.Error = &res.Error
+	}
+	if res.Ended != "" {
+		out.SessionEnded = &res.Ended
+	}
+	for _, png := range res.Figures {
+		out.Figures = append(out.Figures, Figure{MimeType: "image/png", Data: base64.StdEncoding.EncodeToString(png)})
+	}
+	return sessionExecResponse{Success: true, Result: out, Session: newSessionInfo(&res.Session)}
+}
+
+func (s *Server) handleSessionPut(w http.ResponseWriter, r *http.Request) {
+	m := s.sessions(w, r)
+	if m == nil {
+		return
+	}
+	body, e := readBody(w, r, s.cfg.MaxRunBodyBytes, s.cfg.BodyTimeout)
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	root, e := parseBody(body)
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	fields, e := requestObject(root, "files")
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	v, ok := fields["files"]
+	if !ok {
+		s.writeError(w, r, fieldError("files", "is required: an object of 1 to %d entries, relative path -> UTF-8 text", maxFiles))
+		return
+	}
+	files, e := decodeFiles(v, 1)
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	info, err := m.WriteFiles(r.Context(), sessionOwner(r), r.PathValue("session_id"), files)
+	if err != nil {
+		s.sessionError(w, r, err)
+		return
+	}
+	written := make([]string, len(files))
+	for i, f := range files {
+		written[i] = f.Path
+	}
+	writeJSON(w, s.log, http.StatusOK, sessionFilesResponse{Written: written, Session: newSessionInfo(info)})
+}
+
+func (s *Server) handleSessionFile(w http.ResponseWriter, r *http.Request) {
+	m := s.sessions(w, r)
+	if m == nil {
+		return
+	}
+	p := r.PathValue("path")
+	clean, err := cleanRelPath(p)
+	if err != nil {
+		s.writeError(w, r, boxer.Errorf(boxer.ECodeInvalidRequest, "path %q %v", p, err))
+		return
+	}
+	data, err := m.ReadFile(r.Context(), sessionOwner(r), r.PathValue("session_id"), clean, m.Config().MaxFileBytes)
+	if err != nil {
+		s.sessionError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(data)
+	}
+}
+
+func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request) {
+	m := s.sessions(w, r)
+	if m == nil {
+		return
+	}
+	info, err := m.Get(r.Context(), sessionOwner(r), r.PathValue("session_id"))
+	if err != nil {
+		s.sessionError(w, r, err)
+		return
+	}
+	writeJSON(w, s.log, http.StatusOK, newSessionInfo(info))
+}
+
+func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) {
+	m := s.sessions(w, r)
+	if m == nil {
+		return
+	}
+	owner := sessionOwner(r)
+	if owner == "" && s.deps.Payment != nil {
+		// Keyless sessions are reached by id alone; with payments on they
+		// are many callers', and none may list another's.
+		s.writeError(w, r, boxer.Errorf(boxer.ECodeUnauthorized, "listing sessions needs an API key while payments are on; a session made without one is reached by its id"))
+		return
+	}
+	list := sessionList{Sessions: []SessionInfo{}}
+	for _, i := range m.List(owner) {
+		list.Sessions = append(list.Sessions, newSessionInfo(&i))
+	}
+	writeJSON(w, s.log, http.StatusOK, list)
+}
+
+func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) {
+	m := s.sessions(w, r)
+	if m == nil {
+		return
+	}
+	id := r.PathValue("session_id")
+	if err := m.Delete(r.Context(), sessionOwner(r), id); err != nil {
+		s.sessionError(w, r, err)
+		return
+	}
+	writeJSON(w, s.log, http.StatusOK, sessionDeleted{SessionID: id, Deleted: true})
+}
+
+// admit takes a run slot for a session's call, as run does for a run, and
+// returns the call's context: the request's, cancelled too when
+// Shutdown's grace period ends.
+func (s *Server) admit(r *http.Request, size int64) (release func(), ctx context.Context, _ *boxer.Error) {
+	free, e := s.acquire(r.Context(), size)
+	if e != nil {
+		return nil, nil, e
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.killRuns, cancel)
+	return func() { stop(); cancel(); free() }, ctx, nil
+}

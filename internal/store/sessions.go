@@ -1,0 +1,86 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// SessionRecord is what the store keeps of a session: enough to answer a
+// call to one that no process holds any more. The session itself (its
+// interpreter, its files) lives only in the process that made it.
+type SessionRecord struct {
+	ID, Owner string
+	CreatedAt time.Time
+	EndedAt   time.Time // zero while it is open
+	EndReason string
+}
+
+// SessionLost is the end reason of a session whose process went away
+// without ending it (a restart, a crash): LoseOpenSessions writes it.
+const SessionLost = "lost"
+
+// AddSession records a new open session.
+func (s *Store) AddSession(ctx context.Context, id, owner string, created time.Time) error {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, owner, created_at) VALUES (?, ?, ?)`,
+		id, owner, unixMilli(created)); err != nil {
+		return fmt.Errorf("store: add session: %w", err)
+	}
+	return nil
+}
+
+// EndSession records that session id ended at at, for reason; a session
+// already ended keeps its first end.
+func (s *Store) EndSession(ctx context.Context, id, reason string, at time.Time) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL`,
+		unixMilli(at), reason, id); err != nil {
+		return fmt.Errorf("store: end session: %w", err)
+	}
+	return nil
+}
+
+// Session returns session id's record; found is false if there is none.
+func (s *Store) Session(ctx context.Context, id string) (_ SessionRecord, found bool, _ error) {
+	var (
+		r       = SessionRecord{ID: id}
+		created int64
+		ended   sql.NullInt64
+		reason  sql.NullString
+	)
+	err := s.db.QueryRowContext(ctx, `SELECT owner, created_at, ended_at, end_reason FROM sessions WHERE id = ?`, id).
+		Scan(&r.Owner, &created, &ended, &reason)
+	if errors.Is(err, sql.ErrNoRows) {
+		return SessionRecord{}, false, nil
+	}
+	if err != nil {
+		return SessionRecord{}, false, fmt.Errorf("store: session: %w", err)
+	}
+	r.CreatedAt = time.UnixMilli(created).UTC()
+	if ended.Valid {
+		r.EndedAt = time.UnixMilli(ended.Int64).UTC()
+	}
+	r.EndReason = reason.String
+	return r, true, nil
+}
+
+// LoseOpenSessions ends every session still open with SessionLost: called
+// at start, when no session of an earlier process can be alive.
+func (s *Store) LoseOpenSessions(ctx context.Context, at time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET ended_at = ?, end_reason = ? WHERE ended_at IS NULL`,
+		unixMilli(at), SessionLost)
+	if err != nil {
+		return 0, fmt.Errorf("store: lose open sessions: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+// PruneSessions deletes the records of sessions that ended before before.
+func (s *Store) PruneSessions(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?`, unixMilli(before))
+	if err != nil {
+		return 0, fmt.Errorf("store: prune sessions: %w", err)
+	}
+	return res.RowsAffected()
+}
