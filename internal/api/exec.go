@@ -34,15 +34,8 @@ func decodeExec(body []byte, maxCode int) (*execRequest, *boxer.Error) {
 		return nil, e
 	}
 	var req execRequest
-	v, ok := fields["code"]
-	if !ok {
-		return nil, fieldError("code", "is required: the Python source to run")
-	}
-	if req.Code, e = text("code", v); e != nil {
+	if req.Code, e = codeField(fields, maxCode, "the Python source to run"); e != nil {
 		return nil, e
-	}
-	if len(req.Code) > maxCode {
-		return nil, boxer.Errorf(boxer.ECodeCodeTooLarge, "code is %d bytes; at most %d bytes are allowed", len(req.Code), maxCode)
 	}
 	if v, ok := fields["language"]; ok {
 		lang, e := text("language", v)
@@ -54,6 +47,23 @@ func decodeExec(body []byte, maxCode int) (*execRequest, *boxer.Error) {
 		}
 	}
 	return &req, nil
+}
+
+// codeField reads a request's required "code": UTF-8 text of at most
+// maxCode bytes; what names what it is, for the caller who left it out.
+func codeField(fields map[string]*jsonValue, maxCode int, what string) (string, *boxer.Error) {
+	v, ok := fields["code"]
+	if !ok {
+		return "", fieldError("code", "is required: %s", what)
+	}
+	code, e := text("code", v)
+	if e != nil {
+		return "", e
+	}
+	if len(code) > maxCode {
+		return "", boxer.Errorf(boxer.ECodeCodeTooLarge, "code is %d bytes; at most %d bytes are allowed", len(code), maxCode)
+	}
+	return code, nil
 }
 
 func isSupportedLanguage(lang string) bool {

@@ -171,21 +171,11 @@ func (s *Server) sessionError(w http.ResponseWriter, r *http.Request, err error)
 }
 
 func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
-	m := s.sessions(w, r)
-	if m == nil {
+	m, req, size, ok := sessionCall(s, w, r, s.cfg.MaxRunBodyBytes, decodeSessionCreate)
+	if !ok {
 		return
 	}
-	body, e := readBody(w, r, s.cfg.MaxRunBodyBytes, s.cfg.BodyTimeout)
-	if e != nil {
-		s.writeError(w, r, e)
-		return
-	}
-	req, e := decodeSessionCreate(body)
-	if e != nil {
-		s.writeError(w, r, e)
-		return
-	}
-	release, ctx, e := s.admit(r, int64(len(body)))
+	release, ctx, e := s.admit(r, size)
 	if e != nil {
 		s.writeError(w, r, e)
 		return
@@ -198,6 +188,24 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	stateOf(r).ran = true
 	writeJSON(w, s.log, http.StatusCreated, newSessionInfo(info))
+}
+
+// sessionCall is how every session route with a body starts: the manager,
+// and the body read within limit and decoded; ok is false once an error
+// has been written instead.
+func sessionCall[T any](s *Server, w http.ResponseWriter, r *http.Request, limit int64, decode func([]byte) (T, *boxer.Error)) (m *session.Manager, req T, size int64, ok bool) {
+	if m = s.sessions(w, r); m == nil {
+		return nil, req, 0, false
+	}
+	body, e := readBody(w, r, limit, s.cfg.BodyTimeout)
+	if e == nil {
+		req, e = decode(body)
+	}
+	if e != nil {
+		s.writeError(w, r, e)
+		return nil, req, 0, false
+	}
+	return m, req, int64(len(body)), true
 }
 
 func decodeSessionCreate(body []byte) (*session.Request, *boxer.Error) {
@@ -245,27 +253,19 @@ func decodeSessionCreate(body []byte) (*session.Request, *boxer.Error) {
 }
 
 func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
-	m := s.sessions(w, r)
-	if m == nil {
+	m, req, _, ok := sessionCall(s, w, r, s.cfg.MaxExecBodyBytes, func(b []byte) (cellRequest, *boxer.Error) {
+		return decodeSessionExec(b, s.cfg.MaxCodeBytes)
+	})
+	if !ok {
 		return
 	}
-	body, e := readBody(w, r, s.cfg.MaxExecBodyBytes, s.cfg.BodyTimeout)
-	if e != nil {
-		s.writeError(w, r, e)
-		return
-	}
-	code, timeout, e := decodeSessionExec(body, s.cfg.MaxCodeBytes)
-	if e != nil {
-		s.writeError(w, r, e)
-		return
-	}
-	release, ctx, e := s.admit(r, int64(len(code)))
+	release, ctx, e := s.admit(r, int64(len(req.code)))
 	if e != nil {
 		s.writeError(w, r, e)
 		return
 	}
 	defer release()
-	res, err := m.Exec(ctx, sessionOwner(r), r.PathValue("session_id"), code, timeout)
+	res, err := m.Exec(ctx, sessionOwner(r), r.PathValue("session_id"), req.code, req.timeout)
 	if err != nil {
 		s.sessionError(w, r, err)
 		return
@@ -276,35 +276,33 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, s.log, http.StatusOK, newSessionExecResponse(res))
 }
 
-func decodeSessionExec(body []byte, maxCode int) (string, time.Duration, *boxer.Error) {
+// cellRequest is a checked session exec request.
+type cellRequest struct {
+	code    string
+	timeout time.Duration // 0: the default
+}
+
+func decodeSessionExec(body []byte, maxCode int) (cellRequest, *boxer.Error) {
+	var req cellRequest
 	root, e := parseBody(body)
 	if e != nil {
-		return "", 0, e
+		return req, e
 	}
 	fields, e := requestObject(root, "code", "timeout_seconds")
 	if e != nil {
-		return "", 0, e
+		return req, e
 	}
-	v, ok := fields["code"]
-	if !ok {
-		return "", 0, fieldError("code", "is required: the Python source to run in the session")
+	if req.code, e = codeField(fields, maxCode, "the Python source to run in the session"); e != nil {
+		return req, e
 	}
-	code, e := text("code", v)
-	if e != nil {
-		return "", 0, e
-	}
-	if len(code) > maxCode {
-		return "", 0, boxer.Errorf(boxer.ECodeCodeTooLarge, "code is %d bytes; at most %d bytes are allowed", len(code), maxCode)
-	}
-	var timeout time.Duration
 	if v, ok := fields["timeout_seconds"]; ok {
 		n, e := integer("timeout_seconds", v, 1, maxCellTimeoutSecs)
 		if e != nil {
-			return "", 0, e
+			return req, e
 		}
-		timeout = time.Duration(n) * time.Second
+		req.timeout = time.Duration(n) * time.Second
 	}
-	return code, timeout, nil
+	return req, nil
 }
 
 func newSessionExecResponse(res *session.ExecResult) sessionExecResponse {
@@ -322,33 +320,8 @@ func newSessionExecResponse(res *session.ExecResult) sessionExecResponse {
 }
 
 func (s *Server) handleSessionPut(w http.ResponseWriter, r *http.Request) {
-	m := s.sessions(w, r)
-	if m == nil {
-		return
-	}
-	body, e := readBody(w, r, s.cfg.MaxRunBodyBytes, s.cfg.BodyTimeout)
-	if e != nil {
-		s.writeError(w, r, e)
-		return
-	}
-	root, e := parseBody(body)
-	if e != nil {
-		s.writeError(w, r, e)
-		return
-	}
-	fields, e := requestObject(root, "files")
-	if e != nil {
-		s.writeError(w, r, e)
-		return
-	}
-	v, ok := fields["files"]
+	m, files, _, ok := sessionCall(s, w, r, s.cfg.MaxRunBodyBytes, decodeSessionFiles)
 	if !ok {
-		s.writeError(w, r, fieldError("files", "is required: an object of 1 to %d entries, relative path -> UTF-8 text", maxFiles))
-		return
-	}
-	files, e := decodeFiles(v, 1)
-	if e != nil {
-		s.writeError(w, r, e)
 		return
 	}
 	info, err := m.WriteFiles(r.Context(), sessionOwner(r), r.PathValue("session_id"), files)
@@ -361,6 +334,22 @@ func (s *Server) handleSessionPut(w http.ResponseWriter, r *http.Request) {
 		written[i] = f.Path
 	}
 	writeJSON(w, s.log, http.StatusOK, sessionFilesResponse{Written: written, Session: newSessionInfo(info)})
+}
+
+func decodeSessionFiles(body []byte) ([]boxer.File, *boxer.Error) {
+	root, e := parseBody(body)
+	if e != nil {
+		return nil, e
+	}
+	fields, e := requestObject(root, "files")
+	if e != nil {
+		return nil, e
+	}
+	v, ok := fields["files"]
+	if !ok {
+		return nil, fieldError("files", "is required: an object of 1 to %d entries, relative path -> UTF-8 text", maxFiles)
+	}
+	return decodeFiles(v, 1)
 }
 
 func (s *Server) handleSessionFile(w http.ResponseWriter, r *http.Request) {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -364,23 +363,6 @@ func (s *Session) Alive() (bool, string) {
 // Memory is the memory the session's cgroup holds now: what counts
 // against its limit.
 func (s *Session) Memory() (int64, error) { return s.w.cg.Memory() }
-
-// PSS is the proportional set size of the session's interpreter: its own
-// pages, and its share of those it shares with the zygote and its
-// siblings (/proc/PID/smaps_rollup).
-func (s *Session) PSS() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", s.w.jobPid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && k == "Pss" {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, errors.New("no Pss in smaps_rollup")
-}
 
 // end marks the session ended for reason why (the first reason stands)
 // and kills what is left of it.

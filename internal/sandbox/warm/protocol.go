@@ -189,10 +189,19 @@ type Msg struct {
 // the same (TestZygoteSpeaksTheProtocol).
 func Decode(b []byte) (Msg, error) {
 	var m Msg
+	return m, decodeStrict(b, &m)
+}
+
+// decodeStrict decodes b, one JSON value and nothing after it, into v,
+// refusing a field v does not have.
+func decodeStrict(b []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
-	err := d.Decode(&m)
-	return m, err
+	err := d.Decode(v)
+	if err == nil && d.More() {
+		err = fmt.Errorf("trailing data after the message")
+	}
+	return err
 }
 
 // MaxCommandBytes bounds the bytes of a command a child takes: its Job,
@@ -281,12 +290,7 @@ type CellMsg struct {
 // caller code may have written there is refused rather than guessed at.
 func DecodeCellMsg(b []byte) (CellMsg, error) {
 	var m CellMsg
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	err := d.Decode(&m)
-	if err == nil && d.More() {
-		err = fmt.Errorf("trailing data after the message")
-	}
+	err := decodeStrict(b, &m)
 	if err == nil && m.Op != OpFigure && m.Op != OpDone {
 		err = fmt.Errorf("unknown op %q", m.Op)
 	}

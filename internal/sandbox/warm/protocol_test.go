@@ -88,7 +88,7 @@ import zygote_session as k
 main = type(sys)("__main__")
 cell = json.loads(sys.argv[2])
 for code in (cell["code"], "1/0", "import sys; sys.exit(3)"):
-    print(json.dumps(dict(k._cell(code, main), seq=cell["seq"])))
+    print(json.dumps(dict(k._cell(code, main, z._exit_code), seq=cell["seq"])))
 print(json.dumps({"op": "figure", "seq": cell["seq"], "data": "AAAA", "last": True}))
 `
 	cell := Cell{Op: OpCell, Seq: 7, Code: "x = '<&>'\nx * 2"}

@@ -370,7 +370,7 @@ def _child(req, job_fd, fprog, drop):
     if job["form"] == "session":  # as `python` with no script would start
         sys.orig_argv, sys.argv, sys.path[0] = [job["argv0"]], [""], ""
         sys.executable = _which(job["argv0"])
-        kernel.serve(sock, _main_module())
+        kernel.serve(sock, _main_module(), _exit_code)
     _run(job)
 
 

@@ -32,9 +32,10 @@ MAX_FIGURES = 8 << 20
 CHUNK = 48 << 10
 
 
-def serve(sock, main):
+def serve(sock, main, exit_code):
     """Runs cells from sock in the namespace of module main until boxer
-    closes the socket."""
+    closes the socket; exit_code turns a SystemExit into the exit code a
+    script would have (zygote.py's)."""
     _ignore_interrupts()
     null = os.open("/dev/null", os.O_RDWR)
     while True:
@@ -54,7 +55,7 @@ def serve(sock, main):
         os.dup2(fds[1], 2)
         for fd in fds:
             os.close(fd)
-        done = _cell(cell["code"], main)
+        done = _cell(cell["code"], main, exit_code)
         done["seq"] = seq = cell["seq"]
         figures = _figures()
         _flush()
@@ -68,7 +69,7 @@ def serve(sock, main):
         sock.send(json.dumps(done).encode())
 
 
-def _cell(code, main):
+def _cell(code, main, exit_code):
     """Runs one cell in main's namespace and returns its done message: the
     exit code a script of the same code would have (0, 1 for an uncaught
     exception, SystemExit's code), the repr of a trailing expression, and
@@ -86,7 +87,7 @@ def _cell(code, main):
             text = repr(value)
             done["value"] = text[:MAX_VALUE] + ("..." if len(text) > MAX_VALUE else "")
     except SystemExit as e:
-        done["exit_code"] = _exit_code(e)
+        done["exit_code"] = exit_code(e)
     except BaseException as e:
         _ignore_interrupts()
         done["exit_code"] = 1
@@ -160,17 +161,3 @@ def _flush():
                 stream.flush()
         except Exception:
             pass
-
-
-def _exit_code(e):
-    """The exit code a script ending with SystemExit e would have."""
-    c = e.code
-    if c is None:
-        return 0
-    if isinstance(c, int):
-        return c & 0xFF
-    try:
-        print(c, file=sys.stderr)
-    except Exception:
-        pass
-    return 1
