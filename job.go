@@ -130,4 +130,19 @@ type Job struct {
 	// Artifacts are work-dir-relative paths read back after the run.
 	Artifacts []string `json:"artifacts,omitempty"`
 	Limits    Limits   `json:"limits"`
+	// Output, if set, is given each piece of stdout (Stdout) and stderr
+	// (Stderr) as the program writes it, as far as the run keeps it
+	// (Limits.OutputBytes), from the goroutine reading that stream. It
+	// must not block: the program would wait on a full pipe. The Result
+	// holds the whole output all the same.
+	Output func(s Stream, chunk []byte) `json:"-"`
 }
+
+// Stream names a program's output stream.
+type Stream int
+
+// The streams Job.Output sees.
+const (
+	Stdout Stream = 1
+	Stderr Stream = 2
+)

@@ -41,6 +41,7 @@ type routeDoc struct {
 	run                                    bool     // a run route: payments and admission too
 	status                                 int      // the success status, if not 200
 	raw                                    bool     // the success body is the bytes of a file, not JSON
+	streams                                bool     // Accept: text/event-stream gets the output as events (stream.go)
 }
 
 var routeDocs = []routeDoc{
@@ -54,7 +55,7 @@ var routeDocs = []routeDoc{
 			`"status":"ok","oomKilled":false,"oomKills":0,"stdoutTruncated":false,"stderrTruncated":false,"cpuTimeMs":3,` +
 			`"memoryPeakBytes":524288,"signal":null,"timing":{"queueMs":0,"acquireMs":0,"runMs":3,"collectMs":0}}}`),
 		errors: []string{boxer.ECodeUnsupportedLanguage, boxer.ECodeCodeTooLarge},
-		keyed:  true, run: true,
+		keyed:  true, run: true, streams: true,
 	},
 	{
 		method: "POST", path: routeRunPython, id: "runPython", summary: "Run Python files",
@@ -66,7 +67,7 @@ var routeDocs = []routeDoc{
 			`"missing_artifacts":[],"status":"ok","oom_kills":0,"signal":null,"cpu_time_ms":3,"memory_peak_bytes":524288,` +
 			`"timing":{"queue_ms":0,"acquire_ms":0,"run_ms":3,"collect_ms":0}}`),
 		errors: []string{boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept},
-		keyed:  true, run: true,
+		keyed:  true, run: true, streams: true,
 	},
 	{
 		method: "GET", path: "/v1/jobs/{job_id}", id: "getJob", summary: "A kept run-python result",
@@ -95,7 +96,7 @@ var routeDocs = []routeDoc{
 		request:     SessionExecRequest{}, example: json.RawMessage(`{"code":"import pandas as pd\ndf = pd.read_csv('data.csv')\ndf.x.sum()"}`),
 		ok:     sessionExecResponse{},
 		errors: []string{boxer.ECodeCodeTooLarge, boxer.ECodeNotFound, boxer.ECodeSessionBusy, boxer.ECodeSessionEnded, boxer.ECodeSessionLost},
-		keyed:  true, run: true,
+		keyed:  true, run: true, streams: true,
 	},
 	{
 		method: "POST", path: routeSessionPut, id: "putSessionFiles", summary: "Upload files into a session",
@@ -166,6 +167,10 @@ func OpenAPI(info DocInfo) ([]byte, error) {
 		}
 		if rd.okExample != nil {
 			okMedia["application/json"].(map[string]any)["example"] = rd.okExample
+		}
+		if rd.streams {
+			okMedia["text/event-stream"] = map[string]any{"schema": map[string]any{"type": "string",
+				"description": "With Accept: text/event-stream: events stdout and stderr ({\"data\": text}) as the program writes, then result (the JSON answer above) or error (the error envelope)"}}
 		}
 		responses := map[string]any{fmt.Sprint(status): map[string]any{"description": http.StatusText(status), "content": okMedia}}
 		if rd.accepted != nil {

@@ -35,6 +35,7 @@ func (s *Server) run(r *http.Request, job *boxer.Job) (_ *boxer.Result, answered
 	stop := context.AfterFunc(s.killRuns, cancel)
 	defer stop()
 
+	job.Output = streamOf(r)
 	res, err := s.deps.Runner.Run(ctx, job)
 	if err != nil {
 		if r.Context().Err() != nil {

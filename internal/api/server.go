@@ -129,8 +129,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 }
 
 func (s *Server) routes() {
-	s.handle(http.MethodPost, routeExec, s.guard(routeExec, s.handleExec, true))
-	s.handle(http.MethodPost, routeRunPython, s.guard(routeRunPython, s.handleRunPython, true))
+	s.handle(http.MethodPost, routeExec, s.guard(routeExec, s.streamable(s.handleExec), true))
+	s.handle(http.MethodPost, routeRunPython, s.guard(routeRunPython, s.streamable(s.handleRunPython), true))
 	s.handle(http.MethodGet, "/v1/jobs/{job_id}", s.guard("/v1/jobs/{job_id}", s.handleGetJob, false))
 	s.handle(http.MethodGet, "/v1/health", http.HandlerFunc(s.handleHealth))
 	s.handle(http.MethodGet, "/healthz", http.HandlerFunc(s.handleHealthz))

@@ -118,7 +118,7 @@ func (s *Server) sessionRoutes() {
 	s.handle(http.MethodGet, routeSessions, s.guard(routeSessions+" GET", s.handleSessionList, false))
 	s.handle(http.MethodGet, routeSession, s.guard(routeSession, s.handleSessionGet, false))
 	s.handle(http.MethodDelete, routeSession, s.guard(routeSession, s.handleSessionDelete, false))
-	s.handle(http.MethodPost, routeSessionExec, s.guard(routeSessionExec, s.handleSessionExec, true))
+	s.handle(http.MethodPost, routeSessionExec, s.guard(routeSessionExec, s.streamable(s.handleSessionExec), true))
 	s.handle(http.MethodPost, routeSessionPut, s.guard(routeSessionPut, s.handleSessionPut, false))
 	s.handle(http.MethodGet, routeSessionGet, s.guard(routeSessionGet, s.handleSessionFile, false))
 }
@@ -265,7 +265,7 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	res, err := m.Exec(ctx, sessionOwner(r), r.PathValue("session_id"), req.code, req.timeout)
+	res, err := m.Exec(ctx, sessionOwner(r), r.PathValue("session_id"), req.code, req.timeout, streamOf(r))
 	if err != nil {
 		s.sessionError(w, r, err)
 		return

@@ -17,7 +17,9 @@ type capture struct {
 	done  chan struct{}
 }
 
-func startCapture(r *os.File, limit int64) *capture {
+// startCapture reads r; each piece kept is also given to each, if not
+// nil, as it is read (see boxer.Job.Output).
+func startCapture(r *os.File, limit int64, each func([]byte)) *capture {
 	c := &capture{r: r, limit: limit, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
@@ -27,6 +29,9 @@ func startCapture(r *os.File, limit int64) *capture {
 			n, err := r.Read(buf)
 			if keep := min(int64(n), c.limit-int64(len(c.out.Data))); keep > 0 {
 				c.out.Data = append(c.out.Data, buf[:keep]...)
+				if each != nil {
+					each(c.out.Data[len(c.out.Data)-int(keep):])
+				}
 			}
 			c.out.Bytes += int64(n)
 			if err != nil {

@@ -11,7 +11,7 @@ func TestCaptureKeepsLimitAndCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := startCapture(r, 4)
+	c := startCapture(r, 4, nil)
 	w.Write([]byte("abcdefgh"))
 	w.Close()
 	out, cut := c.waitAtMost(time.Minute)
@@ -28,8 +28,25 @@ func TestCaptureCutWhenNoEOF(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	c := startCapture(r, 1<<10)
+	c := startCapture(r, 1<<10, nil)
 	if _, cut := c.waitAtMost(10 * time.Millisecond); !cut {
 		t.Fatal("the wait for a stream still open was not cut off")
+	}
+}
+
+// What a stream's callback gets is what is kept: nothing past the limit.
+func TestCaptureStreamsWhatItKeeps(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	c := startCapture(r, 6, func(b []byte) { got = append(got, b...) })
+	w.Write([]byte("abcd"))
+	w.Write([]byte("efgh"))
+	w.Close()
+	out, _ := c.waitAtMost(time.Minute)
+	if string(got) != "abcdef" || string(out.Data) != "abcdef" || out.Bytes != 8 {
+		t.Fatalf("streamed %q, kept %q of %d", got, out.Data, out.Bytes)
 	}
 }

@@ -41,7 +41,7 @@ func (sb *sandbox) run(ctx context.Context, job *boxer.Job, lim boxer.Limits, pa
 	if err := writeFiles(work, sb.ids.user, job.Files); err != nil {
 		return nil, err
 	}
-	io := startIO(sb.stdin, sb.stdout, sb.stderr, job.Stdin, lim.OutputBytes)
+	io := startIO(sb.stdin, sb.stdout, sb.stderr, job.Stdin, lim.OutputBytes, job.Output)
 	sb.stdin, sb.stdout, sb.stderr = nil, nil, nil
 
 	spec := nsinit.Job{
@@ -178,10 +178,11 @@ type runIO struct {
 	stdout, stderr *capture
 }
 
-// startIO starts capturing stdout and stderr and feeding stdin; it owns
-// and closes the three files.
-func startIO(stdin, stdout, stderr *os.File, input []byte, limit int64) *runIO {
-	io := &runIO{stdout: startCapture(stdout, limit), stderr: startCapture(stderr, limit)}
+// startIO starts capturing stdout and stderr, each piece kept given to
+// output if it is not nil, and feeding stdin; it owns and closes the
+// three files.
+func startIO(stdin, stdout, stderr *os.File, input []byte, limit int64, output func(boxer.Stream, []byte)) *runIO {
+	io := &runIO{stdout: startCapture(stdout, limit, streamTo(output, boxer.Stdout)), stderr: startCapture(stderr, limit, streamTo(output, boxer.Stderr))}
 	if len(input) == 0 {
 		// Most jobs have no input: EOF at once, without a goroutine (and
 		// the scheduler's wake-ups it costs) to say so.
@@ -190,6 +191,14 @@ func startIO(stdin, stdout, stderr *os.File, input []byte, limit int64) *runIO {
 		go feedStdin(stdin, input)
 	}
 	return io
+}
+
+// streamTo is output's callback for stream s, nil without one.
+func streamTo(output func(boxer.Stream, []byte), s boxer.Stream) func([]byte) {
+	if output == nil {
+		return nil
+	}
+	return func(b []byte) { output(s, b) }
 }
 
 // classify turns what was seen into the result's status.

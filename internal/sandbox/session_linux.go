@@ -165,8 +165,9 @@ type CellResult struct {
 // Exec runs code in the session, for at most timeout. At the timeout, or
 // when ctx is done, the cell is interrupted (KeyboardInterrupt); if it has
 // not stopped interruptGrace later, the session is killed. A cancelled
-// cell returns ctx's error, with the session interrupted or ended.
-func (s *Session) Exec(ctx context.Context, code string, timeout time.Duration) (*CellResult, error) {
+// cell returns ctx's error, with the session interrupted or ended. output,
+// if not nil, gets the cell's output as it comes (see boxer.Job.Output).
+func (s *Session) Exec(ctx context.Context, code string, timeout time.Duration, output func(boxer.Stream, []byte)) (*CellResult, error) {
 	if !s.busy.TryLock() {
 		return nil, ErrSessionBusy
 	}
@@ -191,7 +192,8 @@ func (s *Session) Exec(ctx context.Context, code string, timeout time.Duration) 
 	_, _, err = s.w.conn.WriteMsgUnix(warm.Cell{Op: warm.OpCell, Seq: s.seq, Code: code}.Marshal(),
 		unix.UnixRights(int(outW.Fd()), int(errW.Fd())), nil)
 	closeAll([]*os.File{outW, errW})
-	io := &runIO{stdout: startCapture(outR, s.lim.OutputBytes), stderr: startCapture(errR, s.lim.OutputBytes)}
+	io := &runIO{stdout: startCapture(outR, s.lim.OutputBytes, streamTo(output, boxer.Stdout)),
+		stderr: startCapture(errR, s.lim.OutputBytes, streamTo(output, boxer.Stderr))}
 	if err != nil {
 		closeAll([]*os.File{outR, errR})
 		s.end("boxer could not send it a cell")

@@ -40,7 +40,7 @@ func newTestSession(t *testing.T, z *Zygote, mod func(*boxer.Limits)) *Session {
 
 func execCell(t *testing.T, s *Session, code string, timeout time.Duration) *CellResult {
 	t.Helper()
-	res, err := s.Exec(context.Background(), code, timeout)
+	res, err := s.Exec(context.Background(), code, timeout, nil)
 	if err != nil {
 		t.Fatalf("Exec(%q): %v", code, err)
 	}
@@ -108,7 +108,7 @@ func TestSessionTimeout(t *testing.T) {
 	if res.Status != boxer.StatusTimeout || res.Alive || res.Ended == "" {
 		t.Fatalf("cell that ignores the interrupt: %+v", res)
 	}
-	if _, err := s.Exec(context.Background(), "1", time.Second); !errors.Is(err, ErrSessionGone) {
+	if _, err := s.Exec(context.Background(), "1", time.Second, nil); !errors.Is(err, ErrSessionGone) {
 		t.Fatalf("Exec on a killed session: %v, want ErrSessionGone", err)
 	}
 }

@@ -308,7 +308,7 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 	if err := writeFiles(w.work, w.z.userBase+uint32(w.slot), job.Files); err != nil {
 		return nil, err
 	}
-	io := startIO(w.stdin, w.out, w.err, job.Stdin, lim.OutputBytes)
+	io := startIO(w.stdin, w.out, w.err, job.Stdin, lim.OutputBytes, job.Output)
 	w.stdin, w.out, w.err = nil, nil, nil
 	b := warm.Job{Form: form.Kind, Target: form.Target, Args: nonNil(form.Args), Argv0: job.Argv[0], Rlimits: rlimits}.Marshal()
 	fds := make([]int, len(w.child))

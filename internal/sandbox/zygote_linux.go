@@ -207,12 +207,12 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	}
 	sb.stdin.Close()
 	sb.stdin = nil
-	z.log = startCapture(sb.stderr, 64<<10)
+	z.log = startCapture(sb.stderr, 64<<10, nil)
 	// The zygote writes nothing to stdout; drained all the same. The
 	// capture holds the file: read in a goroutine of its own, sb.stdout
 	// could already be nil, and the unreferenced file be closed by the
 	// garbage collector.
-	startCapture(sb.stdout, 0)
+	startCapture(sb.stdout, 0, nil)
 	sb.stdout, sb.stderr = nil, nil
 	go z.read()
 

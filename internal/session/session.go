@@ -420,10 +420,11 @@ type ExecResult struct {
 }
 
 // Exec runs code in owner's session id for at most timeout (0: the
-// default). A session busy with another cell answers session_busy; one
-// that ended with the cell (killed past its timeout, out of memory) says
-// so in the result, and is gone afterwards.
-func (m *Manager) Exec(ctx context.Context, owner, id, code string, timeout time.Duration) (*ExecResult, error) {
+// default), its output given to output as it comes if output is not nil.
+// A session busy with another cell answers session_busy; one that ended
+// with the cell (killed past its timeout, out of memory) says so in the
+// result, and is gone afterwards.
+func (m *Manager) Exec(ctx context.Context, owner, id, code string, timeout time.Duration, output func(boxer.Stream, []byte)) (*ExecResult, error) {
 	if timeout == 0 {
 		timeout = m.cfg.CellTimeout
 	}
@@ -435,7 +436,7 @@ func (m *Manager) Exec(ctx context.Context, owner, id, code string, timeout time
 		return nil, err
 	}
 	e.touch(1)
-	res, err := e.s.Exec(ctx, code, timeout)
+	res, err := e.s.Exec(ctx, code, timeout, output)
 	e.touch(-1)
 	if errors.Is(err, sandbox.ErrSessionBusy) {
 		return nil, boxer.Errorf(boxer.ECodeSessionBusy, "a cell is running in session %s; wait for its answer", id)
