@@ -25,6 +25,7 @@ import (
 	"boxer/internal/session"
 	"boxer/internal/store"
 	"boxer/internal/web"
+	"boxer/internal/webhook"
 	"boxer/internal/x402"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,6 +63,8 @@ type serveConfig struct {
 	PriceSession  string
 	PriceCell     string
 	Sessions      session.Config
+	WebhookSecret string
+	WebhookLocal  bool
 	RotateAfter   int
 	ResultBudget  int64
 	DebugAddr     string
@@ -132,6 +135,9 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.str(&c.PriceRun, "x402-price-run-python", "BOXER_X402_PRICE_RUN_PYTHON", "0.01", "USD per /v1/run-python call")
 	ef.str(&c.PriceSession, "x402-price-session", "BOXER_X402_PRICE_SESSION", "0.01", "USD per session started (POST /v1/sessions)")
 	ef.str(&c.PriceCell, "x402-price-session-exec", "BOXER_X402_PRICE_SESSION_EXEC", "0.005", "USD per cell run in a session (POST /v1/sessions/{id}/exec)")
+
+	ef.str(&c.WebhookSecret, "webhook-secret", "BOXER_WEBHOOK_SECRET", "", "secret (16 bytes or more) that signs the webhooks of async runs (X-Boxer-Signature); none: webhook_url is refused")
+	ef.boolean(&c.WebhookLocal, "webhook-allow-private", "BOXER_WEBHOOK_ALLOW_PRIVATE", false, "let webhooks reach loopback and private addresses (a receiver on this host or network)")
 
 	ss := &c.Sessions
 	ef.integer(&ss.Max, "max-sessions", "BOXER_MAX_SESSIONS", 16, "sessions (live interpreters, /v1/sessions) kept at once; 0 turns sessions off")
@@ -284,6 +290,11 @@ func (m *Main) Run(ctx context.Context) error {
 				api.SetPayer(r, x402.PayerOf(r))
 				next.ServeHTTP(w, r)
 			}), fail)
+		}
+	}
+	if c.WebhookSecret != "" {
+		if deps.Webhooks, err = webhook.New(webhook.Config{Secret: []byte(c.WebhookSecret), AllowPrivate: c.WebhookLocal}, m.log); err != nil {
+			return fmt.Errorf("--webhook-secret: %w", err)
 		}
 	}
 	if m.api, err = api.New(c.API, deps); err != nil {

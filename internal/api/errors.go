@@ -83,10 +83,15 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *boxer.Err
 // id: internal detail (paths, errno, SQL) is not the caller's business and
 // may help an attacker.
 func (s *Server) internalError(w http.ResponseWriter, r *http.Request, what string, err error) {
+	s.writeError(w, r, s.internalErrorOf(r, what, err))
+}
+
+// internalErrorOf logs what failed and returns the error the caller gets.
+func (s *Server) internalErrorOf(r *http.Request, what string, err error) *boxer.Error {
 	id := stateOf(r).id
 	s.log.LogAttrs(r.Context(), slog.LevelError, what,
 		slog.String("request_id", id), slog.String("error", err.Error()))
-	s.writeError(w, r, boxer.Errorf(boxer.ECodeInternal, "internal error; request id %s", id))
+	return boxer.Errorf(boxer.ECodeInternal, "internal error; request id %s", id)
 }
 
 func retryAfterSeconds(d time.Duration) string {

@@ -74,6 +74,14 @@ func text(field string, v *jsonValue) (string, *boxer.Error) {
 	return v.text, nil
 }
 
+// boolean reads a true or false.
+func boolean(field string, v *jsonValue) (bool, *boxer.Error) {
+	if v.kind != kindBool {
+		return false, fieldError(field, "must be true or false, got %s", v.kind)
+	}
+	return v.boolean, nil
+}
+
 // integer reads a JSON number that is a whole number in [lo, hi]. As in JSON
 // Schema, 512.0 is the integer 512; 512.5 is not an integer.
 func integer(field string, v *jsonValue, lo, hi int64) (int64, *boxer.Error) {

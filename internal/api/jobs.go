@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"boxer"
@@ -28,9 +29,21 @@ type inflight struct {
 
 // flight is one job_id being claimed or run here. done is closed when it is
 // finished, released or was never claimed; the store then has the answer.
+// phase is what GET /v1/jobs says of it meanwhile: "queued" until its run
+// has a slot, then "running".
 type flight struct {
-	hash string
-	done chan struct{}
+	hash  string
+	done  chan struct{}
+	phase atomic.Pointer[string]
+}
+
+var phaseQueued, phaseRunning = "queued", "running"
+
+// lookup returns the flight of jobID in this process, if any.
+func (in *inflight) lookup(jobID string) *flight {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.jobs[jobID]
 }
 
 // enter makes the caller the owner of jobID in this process, or returns the
@@ -42,6 +55,7 @@ func (in *inflight) enter(jobID, hash string) (f *flight, owner bool) {
 		return f, false
 	}
 	f = &flight{hash: hash, done: make(chan struct{})}
+	f.phase.Store(&phaseQueued)
 	in.jobs[jobID] = f
 	return f, true
 }
@@ -63,6 +77,9 @@ func (s *Server) handleRunPython(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, e := decodeRunPython(body)
+	if e == nil && req.Async {
+		e = s.checkAsync(r, req)
+	}
 	if e != nil {
 		s.writeError(w, r, e)
 		return
@@ -82,6 +99,10 @@ func (s *Server) handleRunPython(w http.ResponseWriter, r *http.Request) {
 				s.writeError(w, r, conflict(jobID))
 				return
 			}
+			if req.Async { // the job is under way: say so at once
+				writeJSON(w, s.log, http.StatusAccepted, runningResponse{JobID: jobID, Status: *f.phase.Load()})
+				return
+			}
 			if s.onWait != nil {
 				s.onWait()
 			}
@@ -93,9 +114,47 @@ func (s *Server) handleRunPython(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		s.claimAndRun(w, r, req, jobID, key, hash, f)
+		if !s.claim(w, r, jobID, key, hash) {
+			s.inflight.leave(key, f)
+			return
+		}
+		if req.Async {
+			s.startAsync(w, r, req, jobID, key, f)
+			return
+		}
+		defer s.inflight.leave(key, f)
+		resp, answered, e := s.runKept(r, req, jobID, key, f)
+		if e != nil {
+			s.writeError(w, r, e)
+			return
+		}
+		defer answered()
+		writeBody(w, http.StatusOK, resp)
 		return
 	}
+}
+
+// checkAsync checks what an async request adds, and gives it a job_id if
+// it has none: its result is kept, for GET /v1/jobs and the webhook.
+func (s *Server) checkAsync(r *http.Request, req *runRequest) *boxer.Error {
+	if streamOf(r) != nil {
+		return fieldError("async", "answers 202 at once; ask for the result with GET /v1/jobs/{job_id}, not Accept: text/event-stream")
+	}
+	if req.WebhookURL != "" {
+		if s.deps.Webhooks == nil {
+			return fieldError("webhook_url", "this server sends no webhooks (its operator set no --webhook-secret)")
+		}
+		if err := s.deps.Webhooks.Check(req.WebhookURL); err != nil {
+			return fieldError("webhook_url", "%v", err)
+		}
+	}
+	if running, queued := s.lim.counts(); queued >= s.cfg.Queue && running >= s.cfg.Slots {
+		return boxer.Errorf(boxer.ECodeBusy, "all %d run slots are taken and %d runs are waiting; retry later", running, queued)
+	}
+	if req.JobID == "" {
+		req.JobID = "job_" + rand.Text()
+	}
+	return nil
 }
 
 // runUnkept runs a request without a job_id: nothing asks for its result
@@ -131,11 +190,10 @@ func (s *Server) jobKey(r *http.Request, jobID string) string {
 	return jobID
 }
 
-// claimAndRun runs the job if the store lets this request claim it, or sends
-// what the store has. The caller owns jobID's flight; claimAndRun ends it.
-func (s *Server) claimAndRun(w http.ResponseWriter, r *http.Request, req *runRequest, jobID, key, hash string, f *flight) {
-	defer s.inflight.leave(key, f)
-
+// claim has the store give this request jobID's run, or answers with
+// what the store has (the kept result, a conflict, an error) and reports
+// false. The caller owns jobID's flight.
+func (s *Server) claim(w http.ResponseWriter, r *http.Request, jobID, key, hash string) bool {
 	rec, claimed, err := s.deps.Store.Claim(r.Context(), key, hash)
 	if err == nil && !claimed && rec.State == store.JobRunning {
 		// Running, yet this process has no flight for it, and the store
@@ -149,40 +207,50 @@ func (s *Server) claimAndRun(w http.ResponseWriter, r *http.Request, req *runReq
 	switch {
 	case errors.Is(err, store.ErrJobConflict):
 		s.writeError(w, r, conflict(jobID))
-		return
 	case err != nil && r.Context().Err() != nil:
 		s.writeError(w, r, boxer.Errorf(codeCanceled, "client went away"))
-		return
 	case err != nil:
 		s.internalError(w, r, "claim job", err)
-		return
 	case !claimed && rec.State == store.JobDone:
 		stateOf(r).outcome = "replay"
 		writeBody(w, rec.Status, rec.Response)
-		return
 	case !claimed:
 		s.internalError(w, r, "claim job", fmt.Errorf("job %q still running after taking over its claim", jobID))
-		return
+	default:
+		return true
 	}
+	return false
+}
 
-	// From here the claim is ours. Unless the result is stored, it is
-	// dropped on the way out, panics included, so that a retry can run.
+// runKept runs a claimed job and keeps its response in the store (or, if
+// it is too large, an error in its place), and returns the response. On
+// an error the claim is released, so that a retry can run, unless the job
+// is async: its caller is not there to retry, and learns of the error from
+// GET /v1/jobs, where it is kept. The caller must call answered once the
+// response is written.
+func (s *Server) runKept(r *http.Request, req *runRequest, jobID, key string, f *flight) (resp []byte, answered func(), _ *boxer.Error) {
+	// Unless the result is stored, the claim is dropped on the way out,
+	// panics included, so that a retry can run.
 	stored := false
 	defer func() {
 		if !stored {
 			s.releaseJob(r, key)
 		}
 	}()
+	stateOf(r).onRun = func() { f.phase.Store(&phaseRunning) }
 	res, answered, e := s.run(r, req.job(s.cfg.RunLimits))
 	if e != nil {
-		s.writeError(w, r, e)
-		return
+		if req.Async {
+			if body, err := marshal(errorBody{Error: e}); err == nil {
+				stored = s.keep(r, jobID, key, httpStatus(e.Code), body)
+			}
+		}
+		return nil, nil, e
 	}
-	defer answered()
 	resp, err := marshal(NewRunResponse(jobID, res))
 	if err != nil {
-		s.internalError(w, r, "encode response", err)
-		return
+		answered()
+		return nil, nil, s.internalErrorOf(r, "encode response", err)
 	}
 	// The run happened; store its response even if the client has gone,
 	// so that its retry gets this result instead of a second run. One too
@@ -192,21 +260,65 @@ func (s *Server) claimAndRun(w http.ResponseWriter, r *http.Request, req *runReq
 		e := boxer.Errorf(boxer.ECodeResultNotKept, "job %s ran; its response, %d bytes, was larger than the %d bytes kept per job, and was sent once only",
 			jobID, len(resp), s.cfg.MaxKeptResultBytes)
 		if kept, err = marshal(errorBody{Error: e}); err != nil {
-			s.internalError(w, r, "encode response", err)
-			return
+			answered()
+			return nil, nil, s.internalErrorOf(r, "encode response", err)
 		}
 		status = httpStatus(e.Code)
 	}
+	stored = s.keep(r, jobID, key, status, kept)
+	return resp, answered, nil
+}
+
+// keep stores a job's answer; false if the store failed (logged).
+func (s *Server) keep(r *http.Request, jobID, key string, status int, body []byte) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
-	if err := s.deps.Store.Finish(ctx, key, status, kept); err != nil {
+	if err := s.deps.Store.Finish(ctx, key, status, body); err != nil {
 		// The caller still gets its result; a retry would run again.
 		s.log.LogAttrs(r.Context(), slog.LevelError, "store job result", slog.String("request_id", stateOf(r).id),
 			slog.String("job_id", jobID), slog.String("error", err.Error()))
-	} else {
-		stored = true
+		return false
 	}
-	writeBody(w, http.StatusOK, resp)
+	return true
+}
+
+// startAsync answers 202 for a claimed job and runs it in the background,
+// with a request context of its own that the caller's leaving does not
+// cancel (Shutdown's grace does). Its answer is kept as a synchronous
+// run's is, and so is an error that stopped it (busy, shutting down): GET
+// /v1/jobs/{job_id} shows queued, running, then that answer. The call is
+// recorded once it is done, with its outcome.
+func (s *Server) startAsync(w http.ResponseWriter, r *http.Request, req *runRequest, jobID, key string, f *flight) {
+	st := stateOf(r)
+	st.deferred = true
+	bg := &reqState{id: st.id, route: st.route, payer: st.payer, key: st.key}
+	ctx := context.WithValue(context.WithoutCancel(r.Context()), stateKey{}, bg)
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.killRuns, cancel)
+	br := r.WithContext(ctx)
+	s.async.Add(1)
+	go func() {
+		defer s.async.Done()
+		defer s.inflight.leave(key, f)
+		defer stop()
+		defer cancel()
+		start := s.now()
+		resp, answered, e := s.runKept(br, req, jobID, key, f)
+		status := http.StatusOK
+		if e != nil {
+			bg.outcome, status = e.Code, httpStatus(e.Code)
+			resp, _ = marshal(errorBody{Error: e})
+			s.log.LogAttrs(ctx, slog.LevelInfo, "async job failed", slog.String("request_id", bg.id),
+				slog.String("job_id", jobID), slog.String("code", e.Code))
+		} else {
+			answered() // the answer is in the store and in resp
+		}
+		s.recordCall(br, bg, start, status, s.now().Sub(start))
+		if req.WebhookURL != "" {
+			s.deps.Webhooks.Deliver(ctx, req.WebhookURL, jobID, resp)
+		}
+	}()
+	writeJSON(w, s.log, http.StatusAccepted, runningResponse{JobID: jobID, Status: *f.phase.Load()})
 }
 
 func (s *Server) releaseJob(r *http.Request, jobID string) {
@@ -248,7 +360,11 @@ func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) {
 		stateOf(r).outcome = "done"
 		writeBody(w, rec.Status, rec.Response)
 	default:
-		stateOf(r).outcome = "running"
-		writeJSON(w, s.log, http.StatusAccepted, runningResponse{JobID: jobID, Status: "running"})
+		phase := phaseRunning
+		if f := s.inflight.lookup(s.jobKey(r, jobID)); f != nil {
+			phase = *f.phase.Load()
+		}
+		stateOf(r).outcome = phase
+		writeJSON(w, s.log, http.StatusAccepted, runningResponse{JobID: jobID, Status: phase})
 	}
 }

@@ -23,6 +23,10 @@ type reqState struct {
 	canceled bool   // the client went away before the response
 	payer    string
 	key      string // the id of the API key the request came with
+	// onRun, if set, is called when the request's run gets its slot.
+	onRun func()
+	// deferred: the call is recorded by its background run, not here.
+	deferred bool
 }
 
 type stateKey struct{}
@@ -132,16 +136,23 @@ func (s *Server) finishRequest(r *http.Request, sw *statusWriter, st *reqState, 
 	}
 	s.metrics.ObserveRequest(route, status, d)
 
-	// Calls to the run routes are the service's calls for /v1/health. A
-	// 402 is x402's first step of nearly every paid call, not a call; a
-	// 401 is a caller boxer does not serve.
-	if !s.isRunRoute(st.route) || status == http.StatusPaymentRequired || status == http.StatusUnauthorized {
+	if st.deferred {
 		return
 	}
 	// The client has its response; flush it before the INSERT so the
 	// record costs the caller no latency.
 	if !st.canceled {
 		http.NewResponseController(sw).Flush()
+	}
+	s.recordCall(r, st, start, status, d)
+}
+
+// recordCall records a call to a run route, for /v1/health. A 402 is
+// x402's first step of nearly every paid call, not a call; a 401 is a
+// caller boxer does not serve.
+func (s *Server) recordCall(r *http.Request, st *reqState, start time.Time, status int, d time.Duration) {
+	if !s.isRunRoute(st.route) || status == http.StatusPaymentRequired || status == http.StatusUnauthorized {
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()

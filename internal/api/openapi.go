@@ -59,15 +59,16 @@ var routeDocs = []routeDoc{
 	},
 	{
 		method: "POST", path: routeRunPython, id: "runPython", summary: "Run Python files",
-		description: "Runs files in a fresh sandbox with a command (default python main.py), stdin and limits, and returns stdout, stderr, exit code, status and the files named in artifact_paths (seed 004). With job_id the result is kept, and the same request again returns it without a second run.",
+		description: "Runs files in a fresh sandbox with a command (default python main.py), stdin and limits, and returns stdout, stderr, exit code, status and the files named in artifact_paths (seed 004). With job_id the result is kept, and the same request again returns it without a second run. With async: true it answers 202 with the job_id at once; GET /v1/jobs/{job_id} shows queued, running, then the result, and webhook_url gets the result, signed (X-Boxer-Signature).",
 		request:     RunPythonRequest{}, example: json.RawMessage(`{"files":{"main.py":"print(2 + 2)"},"timeout_seconds":10}`),
 		ok: RunResponse{},
 		okExample: json.RawMessage(`{"job_id":"job_MDRMXQJIC3VUYBRALDLWVYMQM3","exit_code":0,"stdout":"4\n","stderr":"",` +
 			`"timed_out":false,"oom_killed":false,"duration_ms":3,"stdout_truncated":false,"stderr_truncated":false,"artifacts":[],` +
 			`"missing_artifacts":[],"status":"ok","oom_kills":0,"signal":null,"cpu_time_ms":3,"memory_peak_bytes":524288,` +
 			`"timing":{"queue_ms":0,"acquire_ms":0,"run_ms":3,"collect_ms":0}}`),
-		errors: []string{boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept},
-		keyed:  true, run: true, streams: true,
+		accepted: runningResponse{},
+		errors:   []string{boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept},
+		keyed:    true, run: true, streams: true,
 	},
 	{
 		method: "GET", path: "/v1/jobs/{job_id}", id: "getJob", summary: "A kept run-python result",

@@ -28,6 +28,9 @@ func (s *Server) run(r *http.Request, job *boxer.Job) (_ *boxer.Result, answered
 	}
 	defer release()
 	queued := s.now().Sub(queueStart)
+	if st.onRun != nil {
+		st.onRun()
+	}
 
 	// Shutdown cancels runs still going when its grace period ends.
 	ctx, cancel := context.WithCancel(ctx)

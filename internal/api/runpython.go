@@ -46,6 +46,10 @@ type runRequest struct {
 	MemoryMB       *int64
 	TimeoutSeconds *int64
 	ArtifactPaths  []string // clean paths, in the caller's order
+	// Async answers 202 at once and runs the job in the background;
+	// WebhookURL, if set, gets its result (see jobs.go).
+	Async      bool
+	WebhookURL string
 }
 
 // decodeRunPython parses and checks a /v1/run-python body.
@@ -62,7 +66,7 @@ func decodeRunPython(body []byte) (*runRequest, *boxer.Error) {
 	}
 	// The fields exactly as in seed 004's schema.
 	fields, e := requestObject(root, "files", "stdin", "job_id", "command", "runtime",
-		"cpus", "memory_mb", "timeout_seconds", "artifact_paths")
+		"cpus", "memory_mb", "timeout_seconds", "artifact_paths", "async", "webhook_url")
 	if e != nil {
 		return nil, e
 	}
@@ -123,6 +127,19 @@ func decodeRunPython(body []byte) (*runRequest, *boxer.Error) {
 	if v, ok := fields["artifact_paths"]; ok {
 		if req.ArtifactPaths, e = decodeArtifactPaths(v); e != nil {
 			return nil, e
+		}
+	}
+	if v, ok := fields["async"]; ok {
+		if req.Async, e = boolean("async", v); e != nil {
+			return nil, e
+		}
+	}
+	if v, ok := fields["webhook_url"]; ok {
+		if req.WebhookURL, e = text("webhook_url", v); e != nil {
+			return nil, e
+		}
+		if !req.Async {
+			return nil, fieldError("webhook_url", "needs \"async\": true: a webhook gets the result of a job run in the background")
 		}
 	}
 	return req, nil

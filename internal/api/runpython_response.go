@@ -59,7 +59,7 @@ type RunTiming struct {
 // runningResponse is GET /v1/jobs/{job_id}'s 202 body while the job runs.
 type runningResponse struct {
 	JobID  string `json:"job_id"`
-	Status string `json:"status"` // "running"
+	Status string `json:"status" jsonschema:"queued (waiting for a run slot) or running"`
 }
 
 // NewRunResponse shapes a Result for /v1/run-python. An artifact is text when

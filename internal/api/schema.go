@@ -29,6 +29,8 @@ type RunPythonRequest struct {
 	TimeoutSeconds *int64            `json:"timeout_seconds,omitempty" jsonschema:"wall-clock limit in seconds"`
 	ArtifactPaths  []string          `json:"artifact_paths,omitempty" jsonschema:"files the program writes to bring back, relative to the work dir"`
 	JobID          *string           `json:"job_id,omitempty" jsonschema:"your id for this run: the same request again returns the stored result instead of running twice (GET /v1/jobs/{job_id} too)"`
+	Async          *bool             `json:"async,omitempty" jsonschema:"answer 202 with the job_id at once and run in the background; GET /v1/jobs/{job_id} shows queued, running, then the result"`
+	WebhookURL     *string           `json:"webhook_url,omitempty" jsonschema:"with async: where to POST the result when the job is done, signed with X-Boxer-Signature (t=<unix>,v1=<hex HMAC-SHA256 of t.body>)"`
 }
 
 // SchemaFor is the JSON Schema (draft 2020-12) of v's type, with the

@@ -16,6 +16,7 @@ import (
 	"boxer"
 	"boxer/internal/session"
 	"boxer/internal/store"
+	"boxer/internal/webhook"
 )
 
 // ErrorWriter answers a request with an error: its envelope, and the HTTP
@@ -44,6 +45,8 @@ type Deps struct {
 	Doc DocInfo
 	// Sessions keeps the sessions (/v1/sessions). Nil: sessions are off.
 	Sessions *session.Manager
+	// Webhooks delivers async jobs' results. Nil: webhook_url is refused.
+	Webhooks *webhook.Sender
 	// PythonVersion is reported by GET /v1/health ("3.11.2").
 	PythonVersion string
 	// Now is the clock. Nil: time.Now.
@@ -78,6 +81,7 @@ type Server struct {
 	// still going is cancelled with it.
 	killRuns    context.Context
 	cancelRuns  context.CancelFunc
+	async       sync.WaitGroup // async jobs' background runs and webhooks
 	stopJanitor chan struct{}
 	janitorDone chan struct{}
 	shutdown    sync.Once
@@ -208,6 +212,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			<-idle
 		}
 		<-s.janitorDone
+		s.async.Wait() // done: their runs are over or cancelled, their webhooks too
 	})
 	return err
 }

@@ -90,7 +90,7 @@ func flushes(w http.ResponseWriter) bool {
 // streamOf is the call's run output callback when it asked for events,
 // nil otherwise.
 func streamOf(r *http.Request) func(boxer.Stream, []byte) {
-	if st, ok := r.Context().Value(streamKey{}).(*streamer); ok {
+	if st, ok := r.Context().Value(streamKey{}).(*streamer); ok && st != nil {
 		return st.output
 	}
 	return nil

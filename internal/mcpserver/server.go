@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -217,6 +218,11 @@ func inputSchema(in any) (*jsonschema.Schema, error) {
 		}
 		code.Description = "Python source, saved as main.py (the default command runs it); give code, files, or both"
 		s.Properties["code"] = code
+		// A tool call answers with its result: no background runs.
+		for _, p := range []string{"async", "webhook_url"} {
+			delete(s.Properties, p)
+			s.PropertyOrder = slices.DeleteFunc(s.PropertyOrder, func(q string) bool { return q == p })
+		}
 		s.PropertyOrder = append([]string{"code"}, s.PropertyOrder...)
 		return s, nil
 	default:

@@ -34,6 +34,7 @@ func (s *Server) runPython(ctx context.Context, req *mcp.CallToolRequest, args j
 	if in.Code == "" && len(in.Files) == 0 {
 		return toolError(boxer.ECodeInvalidRequest, "give code, or files to run"), nil
 	}
+	in.Async, in.WebhookURL = nil, nil // not the tool's (see inputSchema)
 	if in.Code != "" {
 		if _, ok := in.Files["main.py"]; ok {
 			return toolError(boxer.ECodeInvalidRequest, "code is main.py's content: give one or the other"), nil
