@@ -89,13 +89,13 @@ var routeDocs = []routeDoc{
 	{
 		method: "GET", path: routeSessions, id: "listSessions", summary: "Your sessions",
 		description: "The caller's live sessions, newest first: an API key's own, or without a key (while payments are off) those made without one.",
-		ok:          sessionList{}, errors: []string{boxer.ECodeNotFound}, keyed: true,
+		ok:          SessionList{}, errors: []string{boxer.ECodeNotFound}, keyed: true,
 	},
 	{
 		method: "POST", path: routeSessionExec, id: "execInSession", summary: "Run code in a session",
 		description: "Runs code in the session's interpreter: what earlier calls defined is there. The result is /v1/exec's plus value (the repr of a trailing expression), error, figures (matplotlib figures left open, as PNG) and whether the session survived: a cell past timeout_seconds is interrupted (KeyboardInterrupt) and the session goes on, unless the cell will not stop or runs the session out of memory.",
 		request:     SessionExecRequest{}, example: json.RawMessage(`{"code":"import pandas as pd\ndf = pd.read_csv('data.csv')\ndf.x.sum()"}`),
-		ok:     sessionExecResponse{},
+		ok:     SessionExecResponse{},
 		errors: []string{boxer.ECodeCodeTooLarge, boxer.ECodeNotFound, boxer.ECodeSessionBusy, boxer.ECodeSessionEnded, boxer.ECodeSessionLost},
 		keyed:  true, run: true, streams: true,
 	},
@@ -103,7 +103,7 @@ var routeDocs = []routeDoc{
 		method: "POST", path: routeSessionPut, id: "putSessionFiles", summary: "Upload files into a session",
 		description: "Writes files into the session's work dir, replacing those there (paths as in /v1/run-python).",
 		request:     SessionFilesRequest{}, example: json.RawMessage(`{"files":{"more.csv":"x,y\n3,4\n"}}`),
-		ok: sessionFilesResponse{}, errors: []string{boxer.ECodeNotFound, boxer.ECodeSessionEnded, boxer.ECodeSessionLost}, keyed: true,
+		ok: SessionFilesResponse{}, errors: []string{boxer.ECodeNotFound, boxer.ECodeSessionEnded, boxer.ECodeSessionLost}, keyed: true,
 	},
 	{
 		method: "GET", path: routeSessionGet, id: "getSessionFile", summary: "Download a file from a session",
@@ -118,7 +118,7 @@ var routeDocs = []routeDoc{
 	{
 		method: "DELETE", path: routeSession, id: "deleteSession", summary: "End a session",
 		description: "Ends the session at once: its interpreter, files and memory are gone.",
-		ok:          sessionDeleted{}, errors: []string{boxer.ECodeNotFound, boxer.ECodeSessionEnded, boxer.ECodeSessionLost}, keyed: true,
+		ok:          SessionDeleted{}, errors: []string{boxer.ECodeNotFound, boxer.ECodeSessionEnded, boxer.ECodeSessionLost}, keyed: true,
 	},
 	{
 		method: "GET", path: "/v1/health", id: "health", summary: "Service health and figures",

@@ -93,22 +93,26 @@ type Figure struct {
 	Data     string `json:"data" jsonschema:"base64"`
 }
 
-type sessionExecResponse struct {
+// SessionExecResponse is POST /v1/sessions/{session_id}/exec's answer.
+type SessionExecResponse struct {
 	Success bool              `json:"success"`
 	Result  SessionExecResult `json:"result"`
 	Session SessionInfo       `json:"session"`
 }
 
-type sessionList struct {
+// SessionList is GET /v1/sessions' answer.
+type SessionList struct {
 	Sessions []SessionInfo `json:"sessions"`
 }
 
-type sessionFilesResponse struct {
+// SessionFilesResponse is POST /v1/sessions/{session_id}/files' answer.
+type SessionFilesResponse struct {
 	Written []string    `json:"written"`
 	Session SessionInfo `json:"session"`
 }
 
-type sessionDeleted struct {
+// SessionDeleted is DELETE /v1/sessions/{session_id}'s answer.
+type SessionDeleted struct {
 	SessionID string `json:"session_id"`
 	Deleted   bool   `json:"deleted"`
 }
@@ -305,7 +309,7 @@ func decodeSessionExec(body []byte, maxCode int) (cellRequest, *boxer.Error) {
 	return req, nil
 }
 
-func newSessionExecResponse(res *session.ExecResult) sessionExecResponse {
+func newSessionExecResponse(res *session.ExecResult) SessionExecResponse {
 	out := SessionExecResult{ExecResult: newExecResponse(&res.Result).Result, Value: res.Value, SessionAlive: res.Alive, Figures: []Figure{}}
 	if res.Error != "" {
 		out.Error = &res.Error
@@ -316,7 +320,7 @@ func newSessionExecResponse(res *session.ExecResult) sessionExecResponse {
 	for _, png := range res.Figures {
 		out.Figures = append(out.Figures, Figure{MimeType: "image/png", Data: base64.StdEncoding.EncodeToString(png)})
 	}
-	return sessionExecResponse{Success: true, Result: out, Session: newSessionInfo(&res.Session)}
+	return SessionExecResponse{Success: true, Result: out, Session: newSessionInfo(&res.Session)}
 }
 
 func (s *Server) handleSessionPut(w http.ResponseWriter, r *http.Request) {
@@ -333,7 +337,7 @@ func (s *Server) handleSessionPut(w http.ResponseWriter, r *http.Request) {
 	for i, f := range files {
 		written[i] = f.Path
 	}
-	writeJSON(w, s.log, http.StatusOK, sessionFilesResponse{Written: written, Session: newSessionInfo(info)})
+	writeJSON(w, s.log, http.StatusOK, SessionFilesResponse{Written: written, Session: newSessionInfo(info)})
 }
 
 func decodeSessionFiles(body []byte) ([]boxer.File, *boxer.Error) {
@@ -402,7 +406,7 @@ func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, boxer.Errorf(boxer.ECodeUnauthorized, "listing sessions needs an API key while payments are on; a session made without one is reached by its id"))
 		return
 	}
-	list := sessionList{Sessions: []SessionInfo{}}
+	list := SessionList{Sessions: []SessionInfo{}}
 	for _, i := range m.List(owner) {
 		list.Sessions = append(list.Sessions, newSessionInfo(&i))
 	}
@@ -419,7 +423,7 @@ func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) {
 		s.sessionError(w, r, err)
 		return
 	}
-	writeJSON(w, s.log, http.StatusOK, sessionDeleted{SessionID: id, Deleted: true})
+	writeJSON(w, s.log, http.StatusOK, SessionDeleted{SessionID: id, Deleted: true})
 }
 
 // admit takes a run slot for a session's call, as run does for a run, and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,11 +42,22 @@ type answer struct {
 // transport's PAYMENT-SIGNATURE header, which the API checks exactly as it
 // checks an HTTP caller's).
 func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, route string, body []byte) answer {
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, route, bytes.NewReader(body))
+	return s.callMethod(ctx, req, http.MethodPost, route, body)
+}
+
+// callMethod is call with another method; a nil body is none.
+func (s *Server) callMethod(ctx context.Context, req *mcp.CallToolRequest, method, path string, body []byte) answer {
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	r, err := http.NewRequestWithContext(ctx, method, path, rd)
 	if err != nil {
 		return errAnswer(boxer.ECodeInternal, "could not make the API request")
 	}
-	r.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		r.Header.Set("Content-Type", "application/json")
+	}
 	r.RemoteAddr = "mcp"
 	if o, ok := ctx.Value(originKey{}).(origin); ok {
 		r.Host, r.RemoteAddr = o.host, o.remote

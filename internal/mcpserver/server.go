@@ -48,14 +48,11 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{api: cfg.API}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "boxer", Title: "boxer: untrusted Python in a disposable sandbox", Version: cfg.Version},
 		&mcp.ServerOptions{Logger: cfg.Logger, Instructions: instructions})
-	for _, t := range []struct {
-		tool    *mcp.Tool
-		in, out any
-		h       toolHandler
-	}{
+	tools := append([]sessionTool{
 		{&mcp.Tool{Name: "run_python", Title: "Run Python files", Description: runPythonDescription}, RunPythonInput{}, api.RunResponse{}, s.runPython},
 		{&mcp.Tool{Name: "exec", Title: "Run a Python snippet", Description: execDescription}, ExecInput{}, api.ExecResult{}, s.exec},
-	} {
+	}, s.sessionTools()...)
+	for _, t := range tools {
 		if err := s.add(t.tool, t.in, t.out, cfg.Priced, t.h); err != nil {
 			return nil, fmt.Errorf("mcpserver: tool %s: %w", t.tool.Name, err)
 		}
@@ -256,7 +253,9 @@ const instructions = `boxer runs untrusted Python 3 in a disposable Linux sandbo
 	`a read-only system, hard limits on CPU, memory, processes, time and output. ` +
 	`Use exec for a snippet and run_python for files, stdin, a command such as ` +
 	`"python -m pytest", limits, or files to bring back (artifact_paths). ` +
-	`Every call starts from a clean sandbox: nothing persists between calls.`
+	`Every run_python or exec call starts from a clean sandbox: nothing persists between calls. ` +
+	`To work in steps (load data, look, transform, plot), start a session with session_create ` +
+	`and run each step with session_exec: variables, imports and files persist in it.`
 
 const runPythonDescription = `Runs Python files in a fresh sandbox (no network) and returns exit code, ` +
 	`stdout, stderr and the files named in artifact_paths; PNG artifacts are also shown as images. ` +

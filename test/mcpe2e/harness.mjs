@@ -68,7 +68,7 @@ print("saved")
 async function cases(client, label) {
   const tools = await client.listTools();
   const names = tools.tools.map((t) => t.name).sort();
-  check(`${label}: tools listed`, JSON.stringify(names) === '["exec","run_python"]', JSON.stringify(names));
+  check(`${label}: tools listed`, JSON.stringify(names) === '["exec","run_python","session_create","session_delete","session_exec","session_list","session_read_file","session_write_files"]', JSON.stringify(names));
   check(`${label}: every tool has input and output schemas`,
     tools.tools.every((t) => t.inputSchema?.type === 'object' && t.outputSchema?.type === 'object'), JSON.stringify(tools.tools));
 
@@ -111,6 +111,36 @@ async function cases(client, label) {
   check(`${label}: nothing to run is refused`, r.isError === true && r.content[0].text === 'invalid_request: give code, or files to run', JSON.stringify(r));
   r = await call(client, label, 'run_python', { code: 'print(1)', surprise: true });
   check(`${label}: an unknown argument is refused`, r.isError === true && r.content[0].text.startsWith('invalid_request: arguments:'), JSON.stringify(r));
+  await sessionCases(client, label);
+}
+
+/** A session through the tools: state kept across cells, files both ways, a figure, its end. */
+async function sessionCases(client, label) {
+  let r = await call(client, label, 'session_create', { files: { 'data/rows.csv': 'x\n1\n2\n' } });
+  const id = r.structuredContent?.session_id;
+  check(`${label}: session_create answers a session_id`, !r.isError && /^ses_[a-z2-7]{26}$/.test(id ?? '') && r.structuredContent.idle_timeout_seconds === 600, JSON.stringify(r));
+  r = await call(client, label, 'session_exec', { session_id: id, code: "rows = open('data/rows.csv').read().split()[1:]" });
+  check(`${label}: a cell runs`, !r.isError && r.structuredContent?.result?.status === 'ok' && r.structuredContent.result.sessionAlive === true, JSON.stringify(r));
+  r = await call(client, label, 'session_exec', { session_id: id, code: 'total = sum(map(int, rows))\nprint(total)' });
+  check(`${label}: the next cell sees the first's variables`, r.structuredContent?.result?.stdout === '3\n', JSON.stringify(r));
+  r = await call(client, label, 'session_exec', { session_id: id, code: "open('out/total.txt', 'w').write(str(total * 10)) if __import__('os').makedirs('out', exist_ok=True) is None else 0" });
+  check(`${label}: a third cell too, its value shown`, r.structuredContent?.result?.value === '2' && r.content[0].text.includes('--- value ---\n2'), JSON.stringify(r));
+  r = await call(client, label, 'session_read_file', { session_id: id, path: 'out/total.txt' });
+  check(`${label}: a file the session wrote is read back`, !r.isError && r.structuredContent?.content === '30' && r.structuredContent.encoding === 'utf-8', JSON.stringify(r));
+  r = await call(client, label, 'session_write_files', { session_id: id, files: { 'more.txt': '12' } });
+  check(`${label}: files are written into the session`, !r.isError && JSON.stringify(r.structuredContent?.written) === '["more.txt"]', JSON.stringify(r));
+  r = await call(client, label, 'session_exec', { session_id: id, code: "import matplotlib\nmatplotlib.use('agg')\nimport matplotlib.pyplot as plt\nplt.plot([total, int(open('more.txt').read())])\nNone", timeout_seconds: 60 });
+  const img = (r.content ?? []).find((c) => c.type === 'image');
+  check(`${label}: a figure left open comes back as an image`, !r.isError && img?.mimeType === 'image/png'
+    && Buffer.from(img.data, 'base64').subarray(0, 4).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47])), JSON.stringify(brief(r)));
+  r = await call(client, label, 'session_list', {});
+  check(`${label}: the session is listed`, !r.isError && r.structuredContent?.sessions?.some((s) => s.session_id === id), JSON.stringify(r));
+  r = await call(client, label, 'session_delete', { session_id: id });
+  check(`${label}: the session is ended`, !r.isError && r.structuredContent?.deleted === true, JSON.stringify(r));
+  r = await call(client, label, 'session_exec', { session_id: id, code: 'total' });
+  check(`${label}: an ended session says so, with its code`, r.isError === true && r.content[0].text.startsWith('session_ended:'), JSON.stringify(r));
+  r = await call(client, label, 'session_exec', { session_id: '../../v1/exec', code: '1' });
+  check(`${label}: an id is one path segment, whatever it holds`, r.isError === true && r.content[0].text.startsWith('not_found:'), JSON.stringify(r));
 }
 
 async function withClient(label, transport, fn) {
