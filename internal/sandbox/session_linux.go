@@ -73,21 +73,18 @@ const interruptGrace = 2 * time.Second
 const streamGrace = 100 * time.Millisecond
 
 // StartSession makes w a session's kernel with limits lim (settled by
-// JobLimits) for its whole life: memory, CPU and processes in its cgroup,
-// open files and file size as rlimits. The wall-clock limit is each
-// Exec's. Afterwards w belongs to the session: Close it, not w.
+// JobLimits) for its whole life: memory, CPU and processes in its cgroup
+// (SetLimits may change them), open files and file size as rlimits. The
+// wall-clock limit is each Exec's. Afterwards w belongs to the session:
+// Close it, not w.
 func (w *Warm) StartSession(lim boxer.Limits) (*Session, error) {
 	e := w.z.e
 	if !e.WarmFits(lim) {
 		return nil, fmt.Errorf("open files %d, disk %d bytes: a session has its zygote's at most %d and the default %d",
 			lim.OpenFiles, lim.DiskBytes, w.z.nofile, w.disk)
 	}
-	res := resources(lim)
-	if res.Pids > 0 {
-		res.Pids++ // pid 1, as in Run
-	}
-	if err := w.cg.Set(res); err != nil {
-		return nil, fmt.Errorf("apply cgroup limits: %w", err)
+	if err := setSessionLimits(w, lim); err != nil {
+		return nil, err
 	}
 	b := warm.Job{Form: warm.FormSession, Args: []string{}, Argv0: "python", Rlimits: e.rlimits(lim)}.Marshal()
 	fds := make([]int, len(w.child))
@@ -104,6 +101,27 @@ func (w *Warm) StartSession(lim boxer.Limits) (*Session, error) {
 	s := &Session{w: w, lim: lim, msgs: make(chan warm.CellMsg), stop: make(chan struct{}), exited: exitOf(w.job, w.jobPid)}
 	go s.read(w.conn)
 	return s, nil
+}
+
+// SetLimits sets the session's memory, CPU and process limits (its
+// cgroup's) to lim's. Its rlimits stay those it started with.
+func (s *Session) SetLimits(lim boxer.Limits) error {
+	if err := setSessionLimits(s.w, lim); err != nil {
+		return err
+	}
+	s.lim = lim // under no lock: called before the session is handed out
+	return nil
+}
+
+func setSessionLimits(w *Warm, lim boxer.Limits) error {
+	res := resources(lim)
+	if res.Pids > 0 {
+		res.Pids++ // pid 1, as in Run
+	}
+	if err := w.cg.Set(res); err != nil {
+		return fmt.Errorf("apply cgroup limits: %w", err)
+	}
+	return nil
 }
 
 // read delivers the kernel's messages until the socket ends or carries

@@ -139,7 +139,26 @@ type Manager struct {
 	wake chan struct{} // the reaper's: a deadline moved closer
 	stop chan struct{}
 	done chan struct{}
+
+	// ready are started kernels, each past a first cell, waiting for a
+	// session to be made (see refill); refilling nudges their keeper.
+	ready     chan readyKernel
+	refilling chan struct{}
+	refilled  chan struct{} // closed when the keeper has stopped
 }
+
+// readyKernel is a started kernel of zygote z.
+type readyKernel struct {
+	s *sandbox.Session
+	z *sandbox.Zygote
+}
+
+// readyKernels is how many kernels are kept started for the next
+// sessions, once the first session is asked for: a session is then made
+// in about a millisecond, not the 20 ms of a fork, its namespaces and its
+// kernel's first cell (bench/sessions). Each holds a zygote slot and a
+// few MiB.
+const readyKernels = 2
 
 type entry struct {
 	id          string
@@ -166,7 +185,8 @@ func New(eng *sandbox.Engine, st *store.Store, cfg Config, log *slog.Logger) (*M
 	}
 	m := &Manager{eng: eng, cfg: cfg, store: st, log: log, now: time.Now,
 		live: map[string]*entry{}, pending: map[string]int{},
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		ready: make(chan readyKernel, readyKernels), refilling: make(chan struct{}, 1), refilled: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if n, err := st.LoseOpenSessions(ctx, m.now()); err != nil {
@@ -175,6 +195,7 @@ func New(eng *sandbox.Engine, st *store.Store, cfg Config, log *slog.Logger) (*M
 		log.Info("sessions of an earlier process recorded as lost", "sessions", n)
 	}
 	go m.reap()
+	go m.refill()
 	return m, nil
 }
 
@@ -203,18 +224,13 @@ func (m *Manager) Create(ctx context.Context, owner, quota string, req Request) 
 			m.release(quota)
 		}
 	}()
-	z, err := m.zygote(ctx)
+	s, z, err := m.kernel(ctx)
 	if err != nil {
 		return nil, err
 	}
-	w, err := z.Prepare(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("session: prepare its sandbox: %w", err)
-	}
-	s, err := w.StartSession(lim)
-	if err != nil {
-		w.Destroy()
-		return nil, fmt.Errorf("session: start its kernel: %w", err)
+	if err := s.SetLimits(lim); err != nil {
+		s.Close()
+		return nil, err
 	}
 	if err := s.WriteFiles(req.Files); err != nil {
 		s.Close()
@@ -241,6 +257,108 @@ func (m *Manager) Create(ctx context.Context, owner, quota string, req Request) 
 	m.nudge()
 	info := e.info()
 	return &info, nil
+}
+
+// kernel returns a started kernel for a new session: a ready one if
+// there is one whose zygote lives, else one started now.
+func (m *Manager) kernel(ctx context.Context) (*sandbox.Session, *sandbox.Zygote, error) {
+	defer m.nudgeRefill()
+	for {
+		select {
+		case k := <-m.ready:
+			if alive, _ := k.s.Alive(); alive && !isDead(k.z) {
+				return k.s, k.z, nil
+			}
+			k.s.Close()
+			continue
+		default:
+		}
+		z, err := m.zygote(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := m.start(ctx, z)
+		return s, z, err
+	}
+}
+
+// start starts a kernel on z, on the default limits (Create sets the
+// session's), and runs a first, empty cell: a forked interpreter pays for
+// its first trip through the kernel's loop (pages first touched), which
+// is better paid before a caller waits on it.
+func (m *Manager) start(ctx context.Context, z *sandbox.Zygote) (*sandbox.Session, error) {
+	lim, err := m.eng.JobLimits(m.cfg.Limits)
+	if err != nil {
+		return nil, err
+	}
+	w, err := z.Prepare(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("session: prepare its sandbox: %w", err)
+	}
+	s, err := w.StartSession(lim)
+	if err != nil {
+		w.Destroy()
+		return nil, fmt.Errorf("session: start its kernel: %w", err)
+	}
+	res, err := s.Exec(ctx, "pass", time.Minute, nil)
+	if err == nil && (!res.Alive || res.Status != boxer.StatusOK) {
+		err = fmt.Errorf("its first cell ended %s (%s): %s", res.Status, res.Ended, res.Stderr.Data)
+	}
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("session: start its kernel: %w", err)
+	}
+	return s, nil
+}
+
+func isDead(z *sandbox.Zygote) bool {
+	select {
+	case <-z.Dead():
+		return true
+	default:
+		return false
+	}
+}
+
+func (m *Manager) nudgeRefill() {
+	select {
+	case m.refilling <- struct{}{}:
+	default:
+	}
+}
+
+// refill keeps readyKernels kernels started on the live zygote, from the
+// first session on; it starts none before (the zygote starts with the
+// first session), nor on a dead zygote (the next session restarts it).
+func (m *Manager) refill() {
+	defer close(m.refilled)
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-m.refilling:
+		}
+		for len(m.ready) < readyKernels {
+			m.mu.Lock()
+			z := m.zyg
+			m.mu.Unlock()
+			if z == nil || isDead(z) {
+				break
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			s, err := m.start(ctx, z)
+			cancel()
+			if err != nil {
+				m.log.Warn("start a ready session kernel", "err", err)
+				break // tried again with the next session
+			}
+			select {
+			case m.ready <- readyKernel{s, z}:
+			default:
+				s.Close()
+			}
+		}
+	}
 }
 
 // settle turns a request into the session's limits and timeouts, or the
@@ -327,7 +445,7 @@ func (m *Manager) zygote(ctx context.Context) (*sandbox.Zygote, error) {
 		z.Close()
 	}
 	t := time.Now()
-	z, err := m.eng.StartZygote(ctx, sandbox.ZygoteConfig{PreImports: m.cfg.PreImports, Slots: m.cfg.Max, MemoryBytes: m.cfg.ZygoteMemoryBytes})
+	z, err := m.eng.StartZygote(ctx, sandbox.ZygoteConfig{PreImports: m.cfg.PreImports, Slots: m.cfg.Max + readyKernels, MemoryBytes: m.cfg.ZygoteMemoryBytes})
 	if err != nil {
 		return nil, fmt.Errorf("session: start the sessions' zygote: %w", err)
 	}
@@ -650,6 +768,10 @@ func (m *Manager) Stats() Stats {
 func (m *Manager) Close() {
 	close(m.stop)
 	<-m.done
+	<-m.refilled
+	for len(m.ready) > 0 {
+		(<-m.ready).s.Close()
+	}
 	m.mu.Lock()
 	es := slices.Collect(maps.Values(m.live))
 	z := m.zyg
