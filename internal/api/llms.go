@@ -17,14 +17,16 @@ func llmsTxt(info DocInfo, base string, exec, run limitsDoc) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("# boxer: untrusted Python in a disposable sandbox\n\n")
-	w("> boxer runs untrusted Python 3 in a disposable Linux sandbox and returns stdout, stderr, exit code and the files the program wrote. No network, a read-only system, hard limits on CPU, memory, processes, time and output; every call starts clean.\n\n")
+	w("> boxer runs untrusted Python 3 in a disposable Linux sandbox and returns stdout, stderr, exit code and the files the program wrote. No network, a read-only system, hard limits on CPU, memory, processes, time and output; every call starts clean, unless you start a session: one interpreter that keeps its state between calls, as a notebook kernel does.\n\n")
 	w("## Facts\n\n")
 	for _, rd := range routeDocs {
 		if rd.run {
 			w("- Endpoint: %s %s%s (%s)\n", rd.method, base, rd.path, rd.summary)
 		}
 	}
-	w("- MCP: %s/mcp (streamable HTTP), tools run_python and exec\n", base)
+	w("- MCP: %s/mcp (streamable HTTP), tools run_python, exec and session_create, session_exec, session_write_files, session_read_file, session_list, session_delete\n", base)
+	w("- Streaming: send Accept: text/event-stream to /v1/exec, /v1/run-python or a session's exec for stdout and stderr events as the program writes, then a result event\n")
+	w("- Background runs: /v1/run-python with \"async\": true answers 202 with a job_id; poll GET /v1/jobs/{job_id} (queued, running, then the result) or give webhook_url\n")
 	w("- OpenAPI: %s/openapi.json\n", base)
 	switch {
 	case len(info.Prices) > 0:
@@ -73,6 +75,7 @@ func llmsTxt(info DocInfo, base string, exec, run limitsDoc) string {
 		"Payment missing or invalid (when priced): 402 with PAYMENT-REQUIRED; pay and send PAYMENT-SIGNATURE",
 		"Overload: 503 busy with Retry-After; shutting down: 503 unavailable",
 		"The same job_id with a different request: 409 job_id_conflict",
+		"A cell sent to a session still running another: 409 session_busy; a session that ended (idle, lifetime, deleted, out of memory): 410 session_ended; one lost when the server restarted: 410 session_lost",
 	} {
 		w("- %s\n", f)
 	}

@@ -87,7 +87,7 @@ func TestServedDocuments(t *testing.T) {
 	for _, s := range []string{
 		"- Endpoint: POST http://example.com/v1/exec (Run a Python snippet)",
 		"- Endpoint: POST http://example.com/v1/run-python (Run Python files)",
-		"- MCP: http://example.com/mcp (streamable HTTP), tools run_python and exec",
+		"- MCP: http://example.com/mcp (streamable HTTP), tools run_python, exec and session_create",
 		"- Price of /v1/exec: $0.02 a call, paid with x402 (eip155:8453, asset 0xUSDC); free with an API key",
 		"- /v1/exec: 0.5 CPU, 512 MiB of memory, 30s",
 		"### GET /v1/jobs/{job_id}",

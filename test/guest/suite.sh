@@ -200,6 +200,10 @@ quick)
     -test.run '^TestOutcomes$/^(cold|warm)$/^(oom|fork_bomb_stops_at_pids_limit|busy_loop_timeout)$'
   check go-sandbox-limits as_service gotest internal/sandbox -test.timeout 5m \
     -test.run '^(TestTimeoutIsPrompt|TestUsageReported|TestTeardown|TestWarmSmoke|TestWarmSlotCgroupStartsClean|TestChildOOMKillsReported|TestBoxersUmaskDoesNotReachRuns|TestCPUQuota)$'
+  # A session's cgroup for its whole life: its memory read and limited,
+  # its OOM, its timeout's interrupt and kill.
+  check go-sandbox-sessions as_service gotest internal/sandbox -test.timeout 5m \
+    -test.run '^(TestSessionKeepsState|TestSessionOOM|TestSessionTimeout)$'
   ;;
 full)
   for pkg in internal/cgroup internal/sandbox internal/pool cmd/boxer internal/api; do

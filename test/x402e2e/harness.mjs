@@ -366,6 +366,45 @@ async function main() {
     eq(await token.balanceOf(payTo) - before.to, 10000n, 'payTo balance rise');
   });
 
+  // --- sessions: creation and each cell are priced calls -----------------
+  let sessionId;
+  await test('a session is priced (10000), paid, and answers 201 with its id; listing it needs a key', async () => {
+    const before = await mcpBefore();
+    const create = () => payingFetch(`${server.url}/v1/sessions`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' });
+    const unpaid = await fetch(`${server.url}/v1/sessions`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' });
+    await unpaid.arrayBuffer();
+    eq(unpaid.status, 402, 'unpaid status');
+    eq(decodePaymentRequiredHeader(unpaid.headers.get('PAYMENT-REQUIRED')).accepts[0].amount, '10000', 'amount');
+    const r = await create();
+    const body = await r.json();
+    eq(r.status, 201, `status (body ${JSON.stringify(body).slice(0, 300)})`);
+    assert(/^ses_[a-z2-7]{26}$/.test(body.session_id ?? ''), `session_id ${body.session_id}`);
+    eq(decodePaymentResponseHeader(r.headers.get('PAYMENT-RESPONSE')).success, true, 'settlement');
+    eq(await token.balanceOf(payTo) - before.to, 10000n, 'payTo balance rise');
+    const list = await fetch(`${server.url}/v1/sessions`);
+    eq(list.status, 401, `GET /v1/sessions without a key (body ${await list.text()})`);
+    sessionId = body.session_id;
+  });
+
+  await test('each cell is priced (5000) and paid; state persists; a cell for no session is not charged', async () => {
+    const cell = (code) => payingFetch(`${server.url}/v1/sessions/${sessionId}/exec`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ code }) });
+    let before = await mcpBefore();
+    let r = await cell('x = 20');
+    eq(r.status, 200, `first cell (body ${await r.clone().text()})`);
+    await r.arrayBuffer();
+    r = await cell('x * 2 + 2');
+    const body = await r.json();
+    eq(r.status, 200, 'second cell');
+    eq(body.result?.value, '42', 'state kept between paid cells');
+    eq(await token.balanceOf(payTo) - before.to, 10000n, 'two cells, 5000 each');
+    before = await mcpBefore();
+    r = await payingFetch(`${server.url}/v1/sessions/ses_nosuchsessionxxxxxxxxxxxxxx/exec`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"code":"1"}' });
+    eq(r.status, 404, `a cell for no session (body ${await r.text()})`);
+    eq(await token.balanceOf(payTo), before.to, 'payTo balance after a refused cell');
+  });
+
   if (await handlerCalls() === null) console.log('# server exposes no run count: run counts were not checked');
 }
 
