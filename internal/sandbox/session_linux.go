@@ -39,12 +39,18 @@ type Session struct {
 	// closes without one if it cannot be read.
 	exited <-chan uint32
 
-	busy   sync.Mutex
-	seq    int64      // the last cell's (under busy)
-	mu     sync.Mutex // guards gone and why
-	gone   bool
-	why    string
-	closed sync.Once
+	busy sync.Mutex
+	seq  int64      // the last cell's (under busy)
+	mu   sync.Mutex // guards gone and why
+	gone bool
+	why  string
+	// life is held (read) by every call that uses the sandbox's cgroup or
+	// descriptors, and (write) by Close to destroy them: a descriptor
+	// closed under a call could be a new session's by the time the call
+	// used it, and a cgroup handed to another slot's child.
+	life      sync.RWMutex
+	destroyed bool // under life
+	closed    sync.Once
 }
 
 // Errors of a session's calls. A cell's own end (an exception, a timeout,
@@ -106,6 +112,11 @@ func (w *Warm) StartSession(lim boxer.Limits) (*Session, error) {
 // SetLimits sets the session's memory, CPU and process limits (its
 // cgroup's) to lim's. Its rlimits stay those it started with.
 func (s *Session) SetLimits(lim boxer.Limits) error {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.destroyed {
+		return ErrSessionGone
+	}
 	if err := setSessionLimits(s.w, lim); err != nil {
 		return err
 	}
@@ -145,12 +156,12 @@ func (s *Session) read(conn *net.UnixConn) {
 			return
 		}
 		if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
-			s.end("the session's kernel sent a message larger than boxer takes")
+			s.endLive("the session's kernel sent a message larger than boxer takes")
 			return
 		}
 		m, err := warm.DecodeCellMsg(buf[:n])
 		if err != nil {
-			s.end("the session's kernel sent a message boxer refuses: " + err.Error())
+			s.endLive("the session's kernel sent a message boxer refuses: " + err.Error())
 			return
 		}
 		select {
@@ -190,7 +201,9 @@ func (s *Session) Exec(ctx context.Context, code string, timeout time.Duration, 
 		return nil, ErrSessionBusy
 	}
 	defer s.busy.Unlock()
-	if alive, why := s.Alive(); !alive {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if alive, why := s.Alive(); !alive || s.destroyed {
 		return nil, fmt.Errorf("%w: %s", ErrSessionGone, why)
 	}
 	before, err := s.w.cg.Stats()
@@ -353,7 +366,9 @@ func splitFigures(b []byte) [][]byte {
 // WriteFiles writes files into the session's work dir, replacing those
 // that exist, as the session's uid.
 func (s *Session) WriteFiles(files []boxer.File) error {
-	if alive, why := s.Alive(); !alive {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if alive, why := s.Alive(); !alive || s.destroyed {
 		return fmt.Errorf("%w: %s", ErrSessionGone, why)
 	}
 	return writeFilesAs(s.w.work, s.w.z.userBase+uint32(s.w.slot), files, true)
@@ -363,7 +378,9 @@ func (s *Session) WriteFiles(files []boxer.File) error {
 // bytes, or a reason it was not read ("not found", "refused: ..."), with
 // the same rules as a run's artifacts.
 func (s *Session) ReadFile(p string, limit int64) ([]byte, string, error) {
-	if alive, why := s.Alive(); !alive {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if alive, why := s.Alive(); !alive || s.destroyed {
 		return nil, "", fmt.Errorf("%w: %s", ErrSessionGone, why)
 	}
 	if err := boxer.CheckRelPath(p); err != nil {
@@ -382,10 +399,29 @@ func (s *Session) Alive() (bool, string) {
 
 // Memory is the memory the session's cgroup holds now: what counts
 // against its limit.
-func (s *Session) Memory() (int64, error) { return s.w.cg.Memory() }
+func (s *Session) Memory() (int64, error) {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.destroyed {
+		return 0, ErrSessionGone
+	}
+	return s.w.cg.Memory()
+}
+
+// endLive is end for a caller that holds no part of life: nothing is
+// killed once the sandbox is destroyed (its cgroup may be another
+// session's by then).
+func (s *Session) endLive(why string) {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if !s.destroyed {
+		s.end(why)
+	}
+}
 
 // end marks the session ended for reason why (the first reason stands)
-// and kills what is left of it.
+// and kills what is left of it. The caller holds life (read), or is Close
+// before it destroys the sandbox.
 func (s *Session) end(why string) {
 	s.mu.Lock()
 	if !s.gone {
@@ -401,8 +437,11 @@ func (s *Session) kill() { _ = s.w.cg.Kill() }
 // than once, and while a cell runs (which then ends as the session did).
 func (s *Session) Close() {
 	s.closed.Do(func() {
-		s.end("closed")
+		s.end("closed") // a cell running ends now, and its call returns
 		close(s.stop)
+		s.life.Lock()
+		defer s.life.Unlock()
+		s.destroyed = true
 		s.w.Destroy()
 	})
 }

@@ -202,3 +202,34 @@ func openFDs(t *testing.T) int {
 	}
 	return len(ents)
 }
+
+// Closing a session under a running cell ends the cell, which says so;
+// calls after it are refused, and none touches the destroyed sandbox.
+func TestSessionClosedUnderCall(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	s := newTestSession(t, z, nil)
+	done := make(chan *CellResult, 1)
+	go func() {
+		res, err := s.Exec(context.Background(), "print('spinning', flush=True)\nwhile True:\n    pass", slow(time.Minute), func(boxer.Stream, []byte) {
+			go s.Close() // once the cell is surely running
+		})
+		if err != nil {
+			t.Errorf("Exec: %v", err)
+		}
+		done <- res
+	}()
+	res := <-done
+	if res == nil || res.Alive || res.Ended != "closed" {
+		t.Fatalf("cell under Close: %+v", res)
+	}
+	if _, err := s.Exec(context.Background(), "1", time.Second, nil); !errors.Is(err, ErrSessionGone) {
+		t.Errorf("Exec after Close: %v", err)
+	}
+	if err := s.WriteFiles([]boxer.File{{Path: "a", Content: []byte("x")}}); !errors.Is(err, ErrSessionGone) {
+		t.Errorf("WriteFiles after Close: %v", err)
+	}
+	if _, err := s.Memory(); !errors.Is(err, ErrSessionGone) {
+		t.Errorf("Memory after Close: %v", err)
+	}
+}
