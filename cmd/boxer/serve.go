@@ -387,6 +387,8 @@ func (m *Main) keyPolicy(ctx context.Context) error {
 		return fmt.Errorf("store: %w", err)
 	}
 	if c.Payments.Mode != x402.ModeOff || c.AllowAnon || c.Addr == "" {
+		// boxer mcp's own sandboxes (no address) serve one client.
+		c.API.ListKeylessSessions = c.Addr == ""
 		m.log.Info("api keys", "active", n, "required", false)
 		return nil
 	}
@@ -395,6 +397,9 @@ func (m *Main) keyPolicy(ctx context.Context) error {
 			"Add a key (boxer keys add --name NAME --data-dir %s), turn payments on, or pass --allow-anonymous", c.Addr, c.DataDir)
 	}
 	c.API.KeysRequired = true // from the first key on, even one added while serving
+	// Keyless callers here are the host's own (loopback, nothing to pay):
+	// one tenant, who may list the sessions made without a key.
+	c.API.ListKeylessSessions = isLoopback(c.Addr)
 	m.log.Info("api keys", "active", n, "required", n > 0)
 	return nil
 }

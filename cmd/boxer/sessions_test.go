@@ -283,3 +283,24 @@ print(seen, os.getuid())`
 	status, m = s.sessionExec(a, "child.poll() is None and open('/tmp/a_tmp').read() == 'A'", 0)
 	wantCell(t, status, m, map[string]any{"value": "True"})
 }
+
+// TestServeSessionKernelDies: a session whose interpreter dies between
+// cells (caller code left a thread that ends it) is reported ended, not
+// alive, and its next cell is refused rather than answered.
+func TestServeSessionKernelDies(t *testing.T) {
+	s := startServe(t, boxerBin(t), stateDir(t), t.TempDir())
+	id := s.newSession(`{}`)
+	status, m := s.sessionExec(id, "import os, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), os._exit(0))).start()", 0)
+	wantCell(t, status, m, map[string]any{"status": "ok", "sessionAlive": true})
+	waitFor(t, "the session is reported ended", func() bool {
+		status, _, m = s.get("/v1/sessions/" + id)
+		return status == 410
+	})
+	if field(m, "error", "code") != "session_ended" || !strings.Contains(field(m, "error", "message").(string), "interpreter exited") {
+		t.Fatalf("after its interpreter died: %v", m)
+	}
+	status, m = s.sessionExec(id, "1", 0)
+	if status != 410 || field(m, "error", "code") != "session_ended" {
+		t.Fatalf("a cell after its interpreter died: %d %v", status, m)
+	}
+}

@@ -3,9 +3,12 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -189,5 +192,37 @@ func TestServeStreamErrors(t *testing.T) {
 	resp.Body.Close()
 	if status != 400 || h.Get("Content-Type") != "application/json" || field(m, "error", "code") != "invalid_request" {
 		t.Fatalf("%d %s %v", status, h.Get("Content-Type"), m)
+	}
+}
+
+// TestServeStreamReaderStalls: a streaming client that reads nothing holds
+// up neither its own program (which ends, its run slot given back) nor
+// anything else: another session's calls, its deletion, the health route.
+func TestServeStreamReaderStalls(t *testing.T) {
+	s := startServe(t, boxerBin(t), stateDir(t), t.TempDir())
+	other := s.newSession(`{}`)
+	victim := s.newSession(`{}`)
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048) })
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Escaped in JSON, each \x01 is six bytes: far more than the sockets hold.
+	body := `{"code": "import sys\nsys.stdout.write('\\x01' * (1 << 20))\nsys.stderr.write('\\x01' * (1 << 20))\n'end'"}`
+	fmt.Fprintf(conn, "POST /v1/sessions/%s/exec HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: %d\r\n\r\n%s", victim, len(body), body)
+	waitFor(t, "the stalled stream's cell ends", func() bool {
+		_, _, m := s.get("/v1/health")
+		return field(m, "sessions", "busy") == 0.0 && m["running"] == 0.0
+	})
+	status, m := s.sessionExec(other, "6 * 7", 0)
+	wantCell(t, status, m, map[string]any{"value": "42"})
+	if status, b := s.do("DELETE", "/v1/sessions/"+victim); status != 200 {
+		t.Fatalf("delete the stalled stream's session: %d %s", status, b)
+	}
+	if status, _, m := s.post("/v1/exec", execBody("print(1)")); status != 200 {
+		t.Fatalf("a run beside the stalled stream: %d %v", status, m)
 	}
 }

@@ -48,6 +48,13 @@ type Config struct {
 	// is served either way, and never charged.
 	KeysRequired bool
 
+	// ListKeylessSessions lets a caller without an API key list the
+	// sessions made without one (GET /v1/sessions). Such a session is
+	// reached by its id alone, so a listing hands out every one of them:
+	// only for a server whose keyless callers are one tenant (boxer serve
+	// on loopback with payments off, boxer mcp).
+	ListKeylessSessions bool
+
 	// Slots is how many runs may execute at once. Default: DefaultSlots.
 	Slots int
 	// A run that finds every slot taken waits for one if its expected

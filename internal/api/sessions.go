@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -137,7 +138,8 @@ func sessionOwner(r *http.Request) string {
 }
 
 // sessionQuota is whose cap a new session counts against: the key's, the
-// payer's, or every keyless caller's together.
+// payer's, or for a caller with neither, its address's (behind a proxy on
+// the same machine, every such caller's together).
 func sessionQuota(r *http.Request) string {
 	st := stateOf(r)
 	switch {
@@ -146,7 +148,11 @@ func sessionQuota(r *http.Request) string {
 	case st.payer != "":
 		return "payer:" + strings.ToLower(st.payer)
 	}
-	return "anon"
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "anon:" + host
 }
 
 // sessions returns the session manager, or writes why there is none.
@@ -367,17 +373,38 @@ func (s *Server) handleSessionFile(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, boxer.Errorf(boxer.ECodeInvalidRequest, "path %q %v", p, err))
 		return
 	}
-	data, err := m.ReadFile(r.Context(), sessionOwner(r), r.PathValue("session_id"), clean, m.Config().MaxFileBytes)
+	f, size, err := m.OpenFile(r.Context(), sessionOwner(r), r.PathValue("session_id"), clean, m.Config().MaxFileBytes)
 	if err != nil {
 		s.sessionError(w, r, err)
 		return
 	}
+	defer f.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+	w.Header().Set("Content-Length", fmt.Sprint(size))
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(data)
+	if r.Method == http.MethodHead {
+		return
+	}
+	// Sent from the file at the client's pace, a buffer at a time, not
+	// read whole first: a slow client costs a descriptor, not the file's
+	// size in memory, and holds nothing of the session's (the open file
+	// keeps what it reads). A client that reads nothing for a while is
+	// dropped.
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 64<<10)
+	for left := size; left > 0; {
+		n, err := f.Read(buf[:min(int64(len(buf)), left)])
+		if n > 0 {
+			_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			left -= int64(n)
+		}
+		if err != nil {
+			return // the file shrank under the caller's code: the answer ends short
+		}
 	}
 }
 
@@ -400,10 +427,11 @@ func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	owner := sessionOwner(r)
-	if owner == "" && s.deps.Payment != nil {
-		// Keyless sessions are reached by id alone; with payments on they
-		// are many callers', and none may list another's.
-		s.writeError(w, r, boxer.Errorf(boxer.ECodeUnauthorized, "listing sessions needs an API key while payments are on; a session made without one is reached by its id"))
+	if owner == "" && !s.cfg.ListKeylessSessions {
+		// Keyless sessions are reached by id alone; here they may be many
+		// callers', and none may list another's (see ListKeylessSessions).
+		w.Header().Set("WWW-Authenticate", `Bearer realm="boxer"`)
+		s.writeError(w, r, boxer.Errorf(boxer.ECodeUnauthorized, "listing sessions needs an API key on this server; a session made without one is reached by its id"))
 		return
 	}
 	list := SessionList{Sessions: []SessionInfo{}}

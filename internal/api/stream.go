@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"boxer"
@@ -159,20 +160,42 @@ func (st *streamer) send() {
 }
 
 // flush writes the queued events, starting the event stream if need be.
+// The events are taken from the queue under the lock and written without
+// it: output must never wait for the client.
 func (st *streamer) flush() {
 	st.mu.Lock()
-	defer st.mu.Unlock()
 	if st.pending.Len() == 0 || st.gone {
 		st.pending.Reset()
+		st.mu.Unlock()
 		return
 	}
 	st.start()
-	_, err := st.w.Write(st.pending.Bytes())
+	b := bytes.Clone(st.pending.Bytes())
 	st.pending.Reset()
-	if err == nil {
-		err = http.NewResponseController(st.w).Flush()
+	st.mu.Unlock()
+	if !st.write(b) {
+		st.mu.Lock()
+		st.gone = true
+		st.mu.Unlock()
 	}
-	st.gone = err != nil
+}
+
+// streamWriteTimeout bounds each write of events to the client: one that
+// reads nothing for this long is dropped (its run goes on and ends, as for
+// a client that left, and its answer is not sent).
+const streamWriteTimeout = 30 * time.Second
+
+// write sends b to the client and flushes it, within streamWriteTimeout.
+// Only one goroutine writes at a time: send while the run goes on, finish
+// after it.
+func (st *streamer) write(b []byte) bool {
+	rc := http.NewResponseController(st.w)
+	_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	_, err := st.w.Write(b)
+	if err == nil {
+		err = rc.Flush()
+	}
+	return err == nil
 }
 
 // start sends the event stream's header, once. Caller holds mu.
@@ -200,7 +223,6 @@ func (st *streamer) finish() {
 	close(st.stop)
 	<-st.done
 	st.mu.Lock()
-	defer st.mu.Unlock()
 	if st.status == 0 {
 		st.status = http.StatusOK
 	}
@@ -211,11 +233,14 @@ func (st *streamer) finish() {
 			h[k] = v
 		}
 		st.w.WriteHeader(st.status)
-		_, _ = st.w.Write(st.body.Bytes())
+		body := st.body.Bytes()
+		st.mu.Unlock()
+		_, _ = st.w.Write(body)
 		return
 	}
 	for s := range st.tails {
 		st.event(boxer.Stream(s), st.tails[s])
+		st.tails[s] = nil
 	}
 	name := "result"
 	if !ok {
@@ -223,9 +248,15 @@ func (st *streamer) finish() {
 	}
 	writeEvent(&st.pending, name, st.body.Bytes())
 	st.start()
-	if !st.gone {
-		_, _ = st.w.Write(st.pending.Bytes())
-		_ = http.NewResponseController(st.w).Flush()
+	rest, gone := bytes.Clone(st.pending.Bytes()), st.gone
+	st.pending.Reset()
+	st.mu.Unlock()
+	switch {
+	case gone:
+	case !st.live: // a layer that holds the answer: no deadline to set
+		_, _ = st.w.Write(rest)
+	default:
+		st.write(rest)
 	}
 }
 

@@ -53,38 +53,55 @@ func collectArtifacts(dirfd int, paths []string, lim artifactLimits) ([]boxer.Ar
 
 // readArtifact returns the file's bytes, or the reason it was not read.
 func readArtifact(dirfd int, p string, limit int64) ([]byte, string) {
-	fd, err := openBeneath(dirfd, p)
-	if err != nil {
-		return nil, openReason(err)
+	f, size, reason := openRegular(dirfd, p, limit)
+	if f == nil {
+		return nil, reason
 	}
-	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, "refused: cannot stat"
-	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-	case unix.S_IFDIR:
-		return nil, "refused: is a directory"
-	case unix.S_IFIFO:
-		return nil, "refused: is a FIFO"
-	case unix.S_IFSOCK:
-		return nil, "refused: is a socket"
-	default:
-		return nil, "refused: not a regular file"
-	}
-	if st.Size > limit {
-		return nil, fmt.Sprintf("refused: larger than the artifact limit (%d bytes)", limit)
-	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, "refused: read failed"
 	}
-	if int64(len(data)) > limit {
+	if int64(len(data)) > limit || int64(len(data)) > size && size > limit {
 		return nil, fmt.Sprintf("refused: larger than the artifact limit (%d bytes)", limit)
 	}
 	return data, ""
+}
+
+// openRegular opens p beneath dirfd, non-blocking, if it is a regular file
+// of at most limit bytes, and returns it with its size; else nil and the
+// reason.
+func openRegular(dirfd int, p string, limit int64) (*os.File, int64, string) {
+	fd, err := openBeneath(dirfd, p)
+	if err != nil {
+		return nil, 0, openReason(err)
+	}
+	f := os.NewFile(uintptr(fd), p)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, 0, "refused: cannot stat"
+	}
+	reason := ""
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		if st.Size > limit {
+			reason = fmt.Sprintf("refused: larger than the artifact limit (%d bytes)", limit)
+		}
+	case unix.S_IFDIR:
+		reason = "refused: is a directory"
+	case unix.S_IFIFO:
+		reason = "refused: is a FIFO"
+	case unix.S_IFSOCK:
+		reason = "refused: is a socket"
+	default:
+		reason = "refused: not a regular file"
+	}
+	if reason != "" {
+		f.Close()
+		return nil, 0, reason
+	}
+	return f, st.Size, ""
 }
 
 const openFlags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOFOLLOW | unix.O_NOCTTY | unix.O_CLOEXEC

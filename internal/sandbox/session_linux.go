@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"boxer"
@@ -30,18 +32,25 @@ type Session struct {
 	w   *Warm
 	lim boxer.Limits
 
-	// msgs carries the kernel's messages; it closes when the socket
-	// fails or ends (the kernel is gone, or wrote what boxer refuses).
-	// stop ends its reader once the session is closed.
-	msgs chan warm.CellMsg
-	stop chan struct{}
-	// exited delivers the kernel's wait status when its process ends, or
-	// closes without one if it cannot be read.
-	exited <-chan uint32
+	// msgs carries the running cell's messages (see read); it closes
+	// when the socket fails or ends (the kernel is gone, or wrote what
+	// boxer refuses). cell is the running cell's id (0 between cells),
+	// and budget the bytes the reader may still take before it: the
+	// kernel's answer to a cell fits, and caller code writing more ends
+	// its session instead of costing boxer CPU.
+	msgs   chan warm.CellMsg
+	cell   atomic.Int64
+	budget atomic.Int64
+	// dead closes when the kernel's process has exited; status is its
+	// wait status then, if it could be read (statusKnown). onDeath, if
+	// set, is called then.
+	dead        chan struct{}
+	status      uint32
+	statusKnown bool
+	onDeath     func()
 
 	busy sync.Mutex
-	seq  int64      // the last cell's (under busy)
-	mu   sync.Mutex // guards gone and why
+	mu   sync.Mutex // guards gone, why and onDeath
 	gone bool
 	why  string
 	// life is held (read) by every call that uses the sandbox's cgroup or
@@ -67,7 +76,18 @@ const (
 	maxCellMsg     = 512 << 10
 	maxCellFigures = 8 << 20
 	maxCellValue   = 256 << 10
+	// maxCellBytes is all a cell's answer may take on the socket: its
+	// figures in base64 and its done.
+	maxCellBytes = maxCellFigures*4/3 + 2*maxCellMsg
+	// maxCellMsgs is how many of a cell's messages wait for Exec: its
+	// figure chunks (at most maxCellFigures/48 KiB) and its done.
+	maxCellMsgs = 256
 )
+
+// sendTimeout bounds the hand-over of a cell to the kernel: a kernel that
+// does not take it (caller code keeps its thread elsewhere, and its
+// socket full) is a session that cannot run cells.
+const sendTimeout = 5 * time.Second
 
 // interruptGrace is how long a cell has, once interrupted (at its timeout,
 // or when its caller goes away), to stop before the session is killed.
@@ -104,9 +124,38 @@ func (w *Warm) StartSession(lim boxer.Limits) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("warm child: send session: %w", err)
 	}
-	s := &Session{w: w, lim: lim, msgs: make(chan warm.CellMsg), stop: make(chan struct{}), exited: exitOf(w.job, w.jobPid)}
+	s := &Session{w: w, lim: lim, msgs: make(chan warm.CellMsg, maxCellMsgs), dead: make(chan struct{})}
+	s.budget.Store(maxCellBytes)
 	go s.read(w.conn)
+	go s.watch(exitOf(w.job, w.jobPid))
 	return s, nil
+}
+
+// watch waits for the kernel's process to exit, then records its status
+// and closes dead. A kernel that dies between cells (caller code left a
+// thread that ended the process) is told apart from a live one at once.
+func (s *Session) watch(exited <-chan uint32) {
+	ws, ok := <-exited
+	s.mu.Lock()
+	s.status, s.statusKnown = ws, ok
+	f := s.onDeath
+	s.mu.Unlock()
+	close(s.dead)
+	if f != nil {
+		f()
+	}
+}
+
+// OnDeath has f called when the kernel's process exits (at once if it has).
+func (s *Session) OnDeath(f func()) {
+	s.mu.Lock()
+	s.onDeath = f
+	s.mu.Unlock()
+	select {
+	case <-s.dead:
+		f()
+	default:
+	}
 }
 
 // SetLimits sets the session's memory, CPU and process limits (its
@@ -135,9 +184,13 @@ func setSessionLimits(w *Warm, lim boxer.Limits) error {
 	return nil
 }
 
-// read delivers the kernel's messages until the socket ends or carries
-// something boxer refuses: a packet cut short, a field it does not know,
-// descriptors (closed at once).
+// read delivers the running cell's messages until the socket ends or
+// carries something boxer refuses: a packet cut short, a field it does not
+// know, more bytes or messages than a cell's answer. It never waits for
+// Exec, so that it keeps taking what arrives and closing any descriptor
+// sent with it (one left in the queue could be the kernel's own socket,
+// keeping it open after the kernel's death); a message for no running
+// cell is dropped once read.
 func (s *Session) read(conn *net.UnixConn) {
 	defer close(s.msgs)
 	buf, oob := make([]byte, maxCellMsg), make([]byte, unix.CmsgSpace(unix.SizeofUcred)+unix.CmsgSpace(64*4))
@@ -159,14 +212,22 @@ func (s *Session) read(conn *net.UnixConn) {
 			s.endLive("the session's kernel sent a message larger than boxer takes")
 			return
 		}
+		if s.budget.Add(-int64(n)) < 0 {
+			s.endLive("the session's kernel sent more than a cell's answer")
+			return
+		}
 		m, err := warm.DecodeCellMsg(buf[:n])
 		if err != nil {
 			s.endLive("the session's kernel sent a message boxer refuses: " + err.Error())
 			return
 		}
+		if cell := s.cell.Load(); cell == 0 || m.Seq != cell {
+			continue // an earlier cell's (caller code forged its answer first), or caller code's own
+		}
 		select {
 		case s.msgs <- m:
-		case <-s.stop:
+		default:
+			s.endLive("the session's kernel sent more messages than a cell's answer")
 			return
 		}
 	}
@@ -219,15 +280,30 @@ func (s *Session) Exec(ctx context.Context, code string, timeout time.Duration, 
 		closeAll([]*os.File{outR, outW})
 		return nil, err
 	}
-	s.seq++
-	_, _, err = s.w.conn.WriteMsgUnix(warm.Cell{Op: warm.OpCell, Seq: s.seq, Code: code}.Marshal(),
+	// A cell's id is random: caller code can read the running cell's (it
+	// shares the kernel's process) and forge its answer, fooling its own
+	// cell, but never a later one's.
+	for drained := false; !drained; { // what a cell forged for itself past its done
+		select {
+		case <-s.msgs:
+		default:
+			drained = true
+		}
+	}
+	id := cellID()
+	s.budget.Store(maxCellBytes)
+	s.cell.Store(id)
+	defer s.cell.Store(0)
+	_ = s.w.conn.SetWriteDeadline(time.Now().Add(sendTimeout))
+	_, _, err = s.w.conn.WriteMsgUnix(warm.Cell{Op: warm.OpCell, Seq: id, Code: code}.Marshal(),
 		unix.UnixRights(int(outW.Fd()), int(errW.Fd())), nil)
 	closeAll([]*os.File{outW, errW})
 	io := &runIO{stdout: startCapture(outR, s.lim.OutputBytes, streamTo(output, boxer.Stdout)),
 		stderr: startCapture(errR, s.lim.OutputBytes, streamTo(output, boxer.Stderr))}
 	if err != nil {
-		closeAll([]*os.File{outR, errR})
-		s.end("boxer could not send it a cell")
+		s.end("the session's kernel did not take a cell")
+		io.stdout.waitAtMost(killWait)
+		io.stderr.waitAtMost(killWait)
 		return nil, fmt.Errorf("%w: send cell: %v", ErrSessionGone, err)
 	}
 	started := time.Now()
@@ -258,9 +334,6 @@ wait:
 				break wait // the kernel is gone or refused: the session ends below
 			}
 			switch {
-			case m.Seq != s.seq:
-				// An earlier cell's (whose answer caller code forged
-				// first), or caller code's own: not this cell's.
 			case m.Op == warm.OpDone:
 				done = &m
 			case len(figures)+len(m.Data)*3/4 > maxCellFigures:
@@ -271,10 +344,13 @@ wait:
 					figures = append(figures, b...)
 				}
 			}
-		case ws, ok := <-s.exited:
-			if ok {
-				status = (*unix.WaitStatus)(&ws)
+		case <-s.dead:
+			s.mu.Lock()
+			if s.statusKnown {
+				ws := unix.WaitStatus(s.status)
+				status = &ws
 			}
+			s.mu.Unlock()
 			break wait
 		case <-limit.C:
 			timedOut = true
@@ -348,6 +424,15 @@ wait:
 	return res, nil
 }
 
+// cellID is a new cell's id: random, positive.
+func cellID() int64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("sandbox: no randomness: " + err.Error())
+	}
+	return int64(binary.LittleEndian.Uint64(b[:])>>1) | 1
+}
+
 // splitFigures cuts the kernel's figure stream into PNGs, each after its
 // length in four big-endian bytes; what does not parse is dropped.
 func splitFigures(b []byte) [][]byte {
@@ -374,26 +459,36 @@ func (s *Session) WriteFiles(files []boxer.File) error {
 	return writeFilesAs(s.w.work, s.w.z.userBase+uint32(s.w.slot), files, true)
 }
 
-// ReadFile returns the file at p in the session's work dir, at most limit
-// bytes, or a reason it was not read ("not found", "refused: ..."), with
-// the same rules as a run's artifacts.
-func (s *Session) ReadFile(p string, limit int64) ([]byte, string, error) {
+// OpenFile opens the file at p in the session's work dir, if it is a
+// regular file of at most limit bytes, with the same rules as a run's
+// artifacts; else it returns the reason ("not found", "refused: ...").
+// The file stays readable after the session ends (it holds its own
+// reference), so that the caller can send it at a client's pace without
+// holding the session.
+func (s *Session) OpenFile(p string, limit int64) (*os.File, int64, string, error) {
 	s.life.RLock()
 	defer s.life.RUnlock()
 	if alive, why := s.Alive(); !alive || s.destroyed {
-		return nil, "", fmt.Errorf("%w: %s", ErrSessionGone, why)
+		return nil, 0, "", fmt.Errorf("%w: %s", ErrSessionGone, why)
 	}
 	if err := boxer.CheckRelPath(p); err != nil {
-		return nil, "refused: path " + err.Error(), nil
+		return nil, 0, "refused: path " + err.Error(), nil
 	}
-	data, reason := readArtifact(s.w.work, p, limit)
-	return data, reason, nil
+	f, size, reason := openRegular(s.w.work, p, limit)
+	return f, size, reason, nil
 }
 
 // Alive reports whether the session can run cells, and if not, why.
 func (s *Session) Alive() (bool, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.gone {
+		select {
+		case <-s.dead:
+			return false, "the session's interpreter exited"
+		default:
+		}
+	}
 	return !s.gone, s.why
 }
 
@@ -438,7 +533,6 @@ func (s *Session) kill() { _ = s.w.cg.Kill() }
 func (s *Session) Close() {
 	s.closed.Do(func() {
 		s.end("closed") // a cell running ends now, and its call returns
-		close(s.stop)
 		s.life.Lock()
 		defer s.life.Unlock()
 		s.destroyed = true

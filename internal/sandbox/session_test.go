@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -75,9 +76,14 @@ func TestSessionKeepsState(t *testing.T) {
 	if res.Value == nil || *res.Value != "40" {
 		t.Fatalf("cell 4: %+v", res)
 	}
-	data, reason, err := s.ReadFile("notes.txt", 1<<20)
-	if err != nil || reason != "" || string(data) != "kept" {
-		t.Errorf("ReadFile: %q %q %v", data, reason, err)
+	f, size, reason, err := s.OpenFile("notes.txt", 1<<20)
+	if err != nil || reason != "" || size != 4 {
+		t.Fatalf("OpenFile: %v %q %v", size, reason, err)
+	}
+	data, _ := io.ReadAll(f)
+	f.Close()
+	if string(data) != "kept" {
+		t.Errorf("OpenFile read %q", data)
 	}
 	if err := s.WriteFiles([]boxer.File{{Path: "notes.txt", Content: []byte("new")}, {Path: "d/e.py", Content: []byte("V = 7\n")}}); err != nil {
 		t.Fatal(err)
@@ -153,7 +159,7 @@ func TestSessionFiguresAndFiles(t *testing.T) {
 	if err := s.WriteFiles([]boxer.File{{Path: "link/x", Content: []byte("x")}}); err == nil {
 		t.Errorf("upload through a symlink was accepted")
 	}
-	if _, reason, _ := s.ReadFile("pipe", 1<<20); reason != "refused: is a FIFO" {
+	if _, _, reason, _ := s.OpenFile("pipe", 1<<20); reason != "refused: is a FIFO" {
 		t.Errorf("download of a FIFO: %q", reason)
 	}
 }
@@ -167,15 +173,29 @@ func TestSessionSocketAbuse(t *testing.T) {
 	z := newTestZygote(t, e)
 
 	s := newTestSession(t, z, nil)
-	res := execCell(t, s, "import socket\nsk = socket.socket(fileno=3)\nsk.send(b'{\"op\":\"done\",\"seq\":1,\"exit_code\":0,\"value\":\"\\'forged\\'\"}')\nimport time; time.sleep(0.2)", slow(10*time.Second))
+	// The running cell's id is in the kernel's frame: its answer can be
+	// forged, and a guess at a later cell's fools nothing.
+	const forge = `import socket, sys, time
+f = sys._getframe()
+while 'cell' not in f.f_locals:
+    f = f.f_back
+seq = f.f_locals['cell']['seq']
+sk = socket.socket(fileno=3)
+for s in (seq, seq + 1, seq + 2, 1, 2):
+    sk.send(b'{"op":"done","seq":%d,"exit_code":0,"value":"\'forged\'"}' % s)
+time.sleep(0.2)
+`
+	res := execCell(t, s, forge, slow(10*time.Second))
 	if res.Value == nil || *res.Value != "'forged'" || !res.Alive {
 		t.Fatalf("a forged done answers its own cell: %+v", res)
 	}
 	// The kernel's own answer to that cell comes later, and is not the
-	// next cell's.
-	res = execCell(t, s, "40 + 2", slow(10*time.Second))
-	if res.Value == nil || *res.Value != "42" {
-		t.Fatalf("the cell after a forged done: %+v", res)
+	// next cell's; nor is any forged for a guessed id.
+	for i := 0; i < 3; i++ {
+		res = execCell(t, s, "40 + 2", slow(10*time.Second))
+		if res.Value == nil || *res.Value != "42" {
+			t.Fatalf("cell %d after a forged done: %+v", i, res)
+		}
 	}
 
 	for name, code := range map[string]string{
@@ -223,6 +243,7 @@ func TestSessionClosedUnderCall(t *testing.T) {
 	if res == nil || res.Alive || res.Ended != "closed" {
 		t.Fatalf("cell under Close: %+v", res)
 	}
+	s.Close() // returns once the Close under way is done
 	if _, err := s.Exec(context.Background(), "1", time.Second, nil); !errors.Is(err, ErrSessionGone) {
 		t.Errorf("Exec after Close: %v", err)
 	}
@@ -231,5 +252,75 @@ func TestSessionClosedUnderCall(t *testing.T) {
 	}
 	if _, err := s.Memory(); !errors.Is(err, ErrSessionGone) {
 		t.Errorf("Memory after Close: %v", err)
+	}
+}
+
+// A kernel that stops taking cells (caller code answered its own cell and
+// kept the thread) cannot hold boxer: the next cell times out and ends
+// the session, and Close returns.
+func TestSessionKernelStopsReading(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	s := newTestSession(t, z, nil)
+	const stuck = `import signal, socket, sys, threading, time
+f = sys._getframe()
+while 'cell' not in f.f_locals:
+    f = f.f_back
+seq = f.f_locals['cell']['seq']
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+threading.Thread(target=lambda: socket.socket(fileno=3).send(b'{"op":"done","seq":%d,"exit_code":0}' % seq)).start()
+while True:
+    time.sleep(1)
+`
+	if res := execCell(t, s, stuck, slow(10*time.Second)); !res.Alive {
+		t.Fatalf("first cell: %+v", res)
+	}
+	big := "#" + strings.Repeat("\x01", 60000)
+	started := time.Now()
+	res, err := s.Exec(context.Background(), big, time.Second, nil)
+	if err == nil && (res.Alive || res.Status != boxer.StatusTimeout) {
+		t.Fatalf("a cell the kernel never takes: %+v", res)
+	}
+	if err != nil && !errors.Is(err, ErrSessionGone) {
+		t.Fatalf("a cell the kernel never takes: %v", err)
+	}
+	if d := time.Since(started); d > sendTimeout+interruptGrace+slow(10*time.Second) {
+		t.Errorf("the cell took %v to give up", d)
+	}
+	s.Close()
+}
+
+// Caller code flooding the socket ends its session: boxer reads no more
+// than a cell's answer.
+func TestSessionSocketFlood(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	s := newTestSession(t, z, nil)
+	res := execCell(t, s, `import socket
+sk = socket.socket(fileno=3)
+junk = b'{"op":"figure","seq":-5,"data":"' + b'A' * (150 << 10) + b'","last":false}'
+while True:
+    sk.send(junk)
+`, slow(20*time.Second))
+	if res.Alive || !strings.Contains(res.Ended, "more than a cell's answer") {
+		t.Fatalf("flood: %+v", res)
+	}
+}
+
+// A kernel that dies between cells is known dead at once, not at the next
+// cell, which is refused.
+func TestSessionDiesBetweenCells(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	s := newTestSession(t, z, nil)
+	died := make(chan struct{})
+	s.OnDeath(func() { close(died) })
+	execCell(t, s, "import os, threading\nthreading.Thread(target=lambda: (__import__('time').sleep(0.2), os._exit(0))).start()", slow(10*time.Second))
+	<-died
+	if alive, why := s.Alive(); alive || why != "the session's interpreter exited" {
+		t.Fatalf("after its kernel died: alive %v, %q", alive, why)
+	}
+	if _, err := s.Exec(context.Background(), "1", time.Second, nil); !errors.Is(err, ErrSessionGone) {
+		t.Fatalf("a cell after the kernel died: %v", err)
 	}
 }

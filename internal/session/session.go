@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -247,6 +248,7 @@ func (m *Manager) Create(ctx context.Context, owner, quota string, req Request) 
 		return nil, err
 	}
 	e := &entry{id: id, owner: owner, quota: quota, s: s, z: z, created: now, lastUsed: now, idle: idle, life: life, limits: lim}
+	s.OnDeath(m.nudge) // the reaper ends a session whose kernel died between cells
 	m.mu.Lock()
 	if m.pending[quota]--; m.pending[quota] <= 0 {
 		delete(m.pending, quota)
@@ -476,6 +478,10 @@ func (m *Manager) get(ctx context.Context, owner, id string) (*entry, error) {
 	case e != nil && ending != "":
 		return nil, boxer.Errorf(boxer.ECodeSessionEnded, "session %s ended: %s", id, ending)
 	case e != nil:
+		if alive, why := e.s.Alive(); !alive && e.cellsRunning() == 0 {
+			m.end(e, why) // died between cells: it is gone, say so
+			return nil, boxer.Errorf(boxer.ECodeSessionEnded, "session %s ended: %s", id, why)
+		}
 		return e, nil
 	}
 	rec, found, err := m.store.Session(ctx, id)
@@ -594,26 +600,27 @@ func (m *Manager) WriteFiles(ctx context.Context, owner, id string, files []boxe
 	return &info, nil
 }
 
-// ReadFile reads the file at p in owner's session id, at most limit bytes.
-func (m *Manager) ReadFile(ctx context.Context, owner, id, p string, limit int64) ([]byte, error) {
+// OpenFile opens the file at p in owner's session id, at most limit
+// bytes, and returns it with its size; the caller closes it.
+func (m *Manager) OpenFile(ctx context.Context, owner, id, p string, limit int64) (*os.File, int64, error) {
 	e, err := m.get(ctx, owner, id)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	e.touch(0)
-	data, reason, err := e.s.ReadFile(p, limit)
+	f, size, reason, err := e.s.OpenFile(p, limit)
 	if err != nil {
-		return nil, boxer.Errorf(boxer.ECodeSessionEnded, "session %s has ended", id)
+		return nil, 0, boxer.Errorf(boxer.ECodeSessionEnded, "session %s has ended", id)
 	}
 	switch {
 	case reason == "":
-		return data, nil
+		return f, size, nil
 	case strings.HasPrefix(reason, "not found"):
-		return nil, boxer.Errorf(boxer.ECodeNotFound, "file %q: %s", p, reason)
+		return nil, 0, boxer.Errorf(boxer.ECodeNotFound, "file %q: %s", p, reason)
 	case strings.Contains(reason, "larger than"):
-		return nil, boxer.Errorf(boxer.ECodePayloadTooLarge, "file %q: %s", p, reason)
+		return nil, 0, boxer.Errorf(boxer.ECodePayloadTooLarge, "file %q: %s", p, reason)
 	}
-	return nil, boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: %s", p, reason)
+	return nil, 0, boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: %s", p, reason)
 }
 
 // touch marks e used now; running counts a cell starting (1) or ending
@@ -625,10 +632,16 @@ func (e *entry) touch(running int) {
 	e.mu.Unlock()
 }
 
-func (e *entry) info() Info {
+func (e *entry) cellsRunning() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	mem, _ := e.s.Memory()
+	return e.running
+}
+
+func (e *entry) info() Info {
+	mem, _ := e.s.Memory() // not under e.mu: it waits for a Close under way
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return Info{ID: e.id, CreatedAt: e.created, LastUsedAt: e.lastUsed, ExpiresAt: e.expiresLocked(),
 		IdleTimeout: e.idle, MaxLifetime: e.life, MemoryLimit: e.limits.MemoryBytes, CPUs: e.limits.CPUs,
 		Execs: e.execs, Busy: e.running > 0, MemoryBytes: mem}
@@ -653,6 +666,11 @@ func (m *Manager) end(e *entry, why string) {
 	}
 	e.endedReason = why
 	m.mu.Unlock()
+	m.finishEnd(e, why)
+}
+
+// finishEnd is end's work once e is marked ending.
+func (m *Manager) finishEnd(e *entry, why string) {
 	e.s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -682,15 +700,16 @@ func (m *Manager) reap() {
 	for {
 		now := time.Now()
 		next := now.Add(time.Hour)
-		var expired, lost []*entry
+		var expired, lost, gone []*entry
 		m.mu.Lock()
 		z := m.zyg
 		for _, e := range m.live {
-			select {
-			case <-e.z.Dead():
+			if e.endedReason != "" {
+				continue // being ended
+			}
+			if isDead(e.z) {
 				lost = append(lost, e)
 				continue
-			default:
 			}
 			e.mu.Lock()
 			at, running := e.expiresLocked(), e.running
@@ -698,18 +717,29 @@ func (m *Manager) reap() {
 				at = life // a running cell keeps it from idling, not from ageing
 			}
 			e.mu.Unlock()
+			if alive, why := e.s.Alive(); !alive && running == 0 {
+				// Died between cells (a cell's own end is Exec's to tell).
+				e.endedReason = why
+				gone = append(gone, e)
+				continue
+			}
 			if !at.After(now) {
 				expired = append(expired, e)
 			} else if at.Before(next) {
 				next = at
 			}
 		}
-		m.mu.Unlock()
 		for _, e := range expired {
-			m.end(e, expiryReason(e, now))
+			e.endedReason = expiryReason(e, now)
 		}
 		for _, e := range lost {
-			m.end(e, store.SessionLost)
+			e.endedReason = store.SessionLost
+		}
+		m.mu.Unlock()
+		// Each is marked ending (a call to it is told so); closing one
+		// waits for a call still using it, which must not hold up the rest.
+		for _, e := range slices.Concat(expired, lost, gone) {
+			go m.finishEnd(e, e.endedReason)
 		}
 		var dead <-chan struct{}
 		if z != nil {
