@@ -130,5 +130,13 @@ func writeBody(w http.ResponseWriter, status int, body []byte) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
+	// A client that takes nothing holds a connection, a goroutine and
+	// the answer's memory: it gets answerWriteBase, and a second more
+	// for every 64 KiB, then the connection is closed.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(answerWriteBase + time.Duration(len(body)>>16)*answerWritePer64K))
 	w.Write(body)
 }
+
+// answerWriteBase is the least time a client has to take an answer, and
+// answerWritePer64K what it gets on top for every 64 KiB of it.
+var answerWriteBase, answerWritePer64K = 30 * time.Second, time.Second

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,5 +135,42 @@ func TestHTTPRunOutlastsBodyTimeout(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"4\n"`) {
 		t.Fatalf("status %d, body %s", resp.StatusCode, body)
+	}
+}
+
+// A client that takes none of its answer is cut off once the answer's
+// write deadline passes, instead of holding its connection, a goroutine
+// and the answer's memory for as long as it likes.
+func TestAnswerWriteDeadline(t *testing.T) {
+	base, per := answerWriteBase, answerWritePer64K
+	answerWriteBase, answerWritePer64K = 300*time.Millisecond, 0
+	t.Cleanup(func() { answerWriteBase, answerWritePer64K = base, per })
+	ts := newTestServer(t, Config{}, nil)
+	ts.runner.set(func(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
+		res := fourResult()
+		big := bytes.Repeat([]byte("\x01"), 1<<20) // six bytes each in JSON
+		res.Stdout = boxer.Output{Data: big, Bytes: int64(len(big))}
+		return res, nil
+	})
+	srv := httptest.NewServer(ts)
+	defer srv.Close()
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	conn, err := d.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"code":"print(1)"}`
+	fmt.Fprintf(conn, "POST /v1/exec HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	time.Sleep(answerWriteBase + time.Second) // the client stalls past the deadline
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err == nil || n >= resp.ContentLength {
+		t.Fatalf("a stalled client got %d of %d bytes (%v): not cut off", n, resp.ContentLength, err)
 	}
 }
