@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -302,5 +304,83 @@ func TestServeSessionKernelDies(t *testing.T) {
 	status, m = s.sessionExec(id, "1", 0)
 	if status != 410 || field(m, "error", "code") != "session_ended" {
 		t.Fatalf("a cell after its interpreter died: %d %v", status, m)
+	}
+}
+
+// TestServeSessionLimits tries each bound of a session from outside: the
+// caps in all and per caller (here, per API key), a session's memory and
+// lifetime, a cell's timeout. Each is refused with its code, and a
+// session of one caller is nobody else's.
+func TestServeSessionLimits(t *testing.T) {
+	data := t.TempDir()
+	var keys []string
+	for _, name := range []string{"a", "b", "c"} {
+		var out, errb bytes.Buffer
+		if code := dispatch(context.Background(), []string{"keys", "add", "--name", name, "--data-dir", data}, &out, &errb); code != 0 {
+			t.Fatalf("keys add: %d %s", code, errb.String())
+		}
+		keys = append(keys, strings.TrimSpace(out.String()))
+	}
+	s := startServe(t, boxerBin(t), stateDir(t), data, "--max-sessions", "2", "--max-sessions-per-caller", "1", "--session-max-memory", "256MiB")
+	call := func(key, method, path, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		status, _, m := decode(t, resp)
+		return status, m
+	}
+	status, m := call(keys[0], "POST", "/v1/sessions", `{}`)
+	if status != 201 {
+		t.Fatalf("first session: %d %v", status, m)
+	}
+	mine := m["session_id"].(string)
+	if status, m := call(keys[0], "POST", "/v1/sessions", `{}`); status != 429 || field(m, "error", "code") != "rate_limited" {
+		t.Errorf("a second session of one caller: %d %v", status, m)
+	}
+	if status, m := call(keys[1], "POST", "/v1/sessions", `{}`); status != 201 {
+		t.Fatalf("another caller's first session: %d %v", status, m)
+	}
+	if status, m := call(keys[2], "POST", "/v1/sessions", `{}`); status != 503 || field(m, "error", "code") != "busy" {
+		t.Errorf("past the server's cap: %d %v", status, m)
+	}
+	// Another key cannot reach it, by any route.
+	for _, r := range [][2]string{{"POST", "/exec"}, {"GET", ""}, {"DELETE", ""}, {"GET", "/files/x"}, {"POST", "/files"}} {
+		body := `{"code": "1", "files": {"x": "y"}}`
+		if r[1] == "/files" {
+			body = `{"files": {"x": "y"}}`
+		} else if r[1] == "/exec" {
+			body = `{"code": "1"}`
+		}
+		if status, m := call(keys[1], r[0], "/v1/sessions/"+mine+r[1], body); status != 404 || field(m, "error", "code") != "not_found" {
+			t.Errorf("%s %s with another key: %d %v", r[0], r[1], status, m)
+		}
+	}
+	for body, want := range map[string]string{
+		`{"code": "1", "timeout_seconds": 301}`:          "timeout_seconds",
+		`{"code": "1", "timeout_seconds": 0}`:            "timeout_seconds",
+		`{"code": "` + strings.Repeat("x", 70000) + `"}`: "code_too_large",
+	} {
+		status, m := call(keys[0], "POST", "/v1/sessions/"+mine+"/exec", body)
+		if status/100 != 4 || !strings.Contains(fmt.Sprint(m["error"]), want) {
+			t.Errorf("cell %.60s: %d %v, want %s", body, status, m, want)
+		}
+	}
+	if status, m := call(keys[0], "DELETE", "/v1/sessions/"+mine, ""); status != 200 {
+		t.Fatalf("delete: %d %v", status, m)
+	}
+	for body, want := range map[string]string{
+		`{"memory_mb": 512}`:              "memory_mb",
+		`{"idle_timeout_seconds": 0}`:     "idle_timeout_seconds",
+		`{"max_lifetime_seconds": 90000}`: "max_lifetime_seconds",
+		`{"cpus": 4}`:                     "cpus",
+	} {
+		if status, m := call(keys[0], "POST", "/v1/sessions", body); status != 400 || !strings.Contains(fmt.Sprint(m["error"]), want) {
+			t.Errorf("session %s: %d %v, want %s", body, status, m, want)
+		}
 	}
 }

@@ -86,6 +86,14 @@ func (c Config) WithDefaults() Config {
 	if c.MaxFileBytes == 0 {
 		c.MaxFileBytes = 16 << 20
 	}
+	// A default above the most a session may ask for is cut to it: an
+	// operator who lowers the most means the default too.
+	if m := c.MaxLimits.MemoryBytes; m > 0 && c.Limits.MemoryBytes > m {
+		c.Limits.MemoryBytes = m
+	}
+	if m := c.MaxLimits.CPUs; m > 0 && c.Limits.CPUs > m {
+		c.Limits.CPUs = m
+	}
 	return c
 }
 
