@@ -245,21 +245,24 @@ func decodeSessionCreate(body []byte) (*session.Request, *boxer.Error) {
 			return nil, e
 		}
 	}
-	if v, ok := fields["idle_timeout_seconds"]; ok {
-		n, e := integer("idle_timeout_seconds", v, 1, maxSessionIdleSecs)
-		if e != nil {
-			return nil, e
-		}
-		req.IdleTimeout = time.Duration(n) * time.Second
+	if req.IdleTimeout, e = seconds(fields, "idle_timeout_seconds", maxSessionIdleSecs); e != nil {
+		return nil, e
 	}
-	if v, ok := fields["max_lifetime_seconds"]; ok {
-		n, e := integer("max_lifetime_seconds", v, 1, maxSessionLifeSecs)
-		if e != nil {
-			return nil, e
-		}
-		req.MaxLifetime = time.Duration(n) * time.Second
+	if req.MaxLifetime, e = seconds(fields, "max_lifetime_seconds", maxSessionLifeSecs); e != nil {
+		return nil, e
 	}
 	return &req, nil
+}
+
+// seconds reads an optional field of whole seconds, 1 to most; 0 if the
+// request leaves it out.
+func seconds(fields map[string]*jsonValue, name string, most int64) (time.Duration, *boxer.Error) {
+	v, ok := fields[name]
+	if !ok {
+		return 0, nil
+	}
+	n, e := integer(name, v, 1, most)
+	return time.Duration(n) * time.Second, e
 }
 
 func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
@@ -305,14 +308,8 @@ func decodeSessionExec(body []byte, maxCode int) (cellRequest, *boxer.Error) {
 	if req.code, e = codeField(fields, maxCode, "the Python source to run in the session"); e != nil {
 		return req, e
 	}
-	if v, ok := fields["timeout_seconds"]; ok {
-		n, e := integer("timeout_seconds", v, 1, maxCellTimeoutSecs)
-		if e != nil {
-			return req, e
-		}
-		req.timeout = time.Duration(n) * time.Second
-	}
-	return req, nil
+	req.timeout, e = seconds(fields, "timeout_seconds", maxCellTimeoutSecs)
+	return req, e
 }
 
 func newSessionExecResponse(res *session.ExecResult) SessionExecResponse {

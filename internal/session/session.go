@@ -330,12 +330,7 @@ func isDead(z *sandbox.Zygote) bool {
 	}
 }
 
-func (m *Manager) nudgeRefill() {
-	select {
-	case m.refilling <- struct{}{}:
-	default:
-	}
-}
+func (m *Manager) nudgeRefill() { poke(m.refilling) }
 
 // refill keeps readyKernels kernels started on the live zygote, from the
 // first session on; it starts none before (the zygote starts with the
@@ -691,9 +686,13 @@ func (m *Manager) finishEnd(e *entry, why string) {
 	m.log.Info("session ended", "session", e.id, "reason", why)
 }
 
-func (m *Manager) nudge() {
+func (m *Manager) nudge() { poke(m.wake) }
+
+// poke wakes the goroutine waiting on ch, a channel of one, unless it is
+// already woken.
+func poke(ch chan struct{}) {
 	select {
-	case m.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
