@@ -148,7 +148,8 @@ func (s *Server) checkAsync(r *http.Request, req *runRequest) *boxer.Error {
 			return fieldError("webhook_url", "%v", err)
 		}
 	}
-	if running, queued := s.lim.counts(); queued >= s.cfg.Queue && running >= s.cfg.Slots {
+	if s.lim.refuses(jobBytes(req.job(s.cfg.RunLimits))) { // the queue's own rule, asked before the 202
+		running, queued := s.lim.counts()
 		return boxer.Errorf(boxer.ECodeBusy, "all %d run slots are taken and %d runs are waiting; retry later", running, queued)
 	}
 	if req.JobID == "" {

@@ -97,8 +97,7 @@ func (l *limiter) acquire(ctx context.Context, size int64) (release func(), err 
 		return l.releaser(), nil
 	default:
 	}
-	if l.queued >= l.maxQueue || l.queuedBytes+size > l.maxQueueBytes && l.queued > 0 ||
-		l.maxExpected > 0 && l.expectedLocked() > l.maxExpected {
+	if l.queueFullLocked(size) {
 		l.mu.Unlock()
 		return nil, errBusy
 	}
@@ -140,6 +139,21 @@ func (l *limiter) acquire(ctx context.Context, size int64) (release func(), err 
 			return nil, l.leaveQueue(errDraining)
 		}
 	}
+}
+
+// queueFullLocked reports whether a run of size bytes that finds no free
+// slot is refused rather than queued. Caller holds mu.
+func (l *limiter) queueFullLocked(size int64) bool {
+	return l.queued >= l.maxQueue || l.queuedBytes+size > l.maxQueueBytes && l.queued > 0 ||
+		l.maxExpected > 0 && l.expectedLocked() > l.maxExpected
+}
+
+// refuses reports whether acquire would refuse a run of size bytes now
+// (busy), for a caller that must answer before it waits: an async run.
+func (l *limiter) refuses(size int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.slots) == cap(l.slots) && l.queueFullLocked(size)
 }
 
 func (l *limiter) leaveQueue(err error) error {

@@ -282,3 +282,26 @@ func TestAdmissionByExpectedWait(t *testing.T) {
 		}
 	}
 }
+
+// An async run answers before it waits for a slot, so it is refused at
+// once where a run would be (every slot taken, no room in the queue),
+// not accepted and then failed; with a slot free it is accepted.
+func TestAsyncBusyRefusedAtOnce(t *testing.T) {
+	ts := newTestServer(t, Config{Slots: 1, NoQueue: true}, nil)
+	br := newBlockingRunner()
+	ts.runner.set(br.run)
+	a := ts.post(context.Background())
+	<-br.started
+	const body = `{"async": true, "job_id": "a1", "files": {"main.py": "print(1)"}}`
+	wantError(t, ts.do("POST", "/v1/run-python", body), 503, boxer.ECodeBusy)
+	if rec := ts.do("GET", "/v1/jobs/a1", ""); rec.Code != 404 {
+		t.Fatalf("a refused async job was kept: %d %s", rec.Code, rec.Body)
+	}
+	close(br.release)
+	<-a
+	ts.runner.set(nil)
+	if rec := ts.do("POST", "/v1/run-python", body); rec.Code != 202 {
+		t.Fatalf("async with a free slot: %d %s", rec.Code, rec.Body)
+	}
+	ts.Shutdown(context.Background()) // waits for the background run
+}

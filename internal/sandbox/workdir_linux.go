@@ -112,7 +112,9 @@ func writeFileHere(dirfd int, f boxer.File, replace bool) error {
 	if err != nil {
 		return boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: %v", f.Path, err)
 	}
-	defer unix.Close(dir)
+	if dir != dirfd {
+		defer unix.Close(dir)
+	}
 	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
 	if !replace {
 		flags |= unix.O_EXCL
@@ -127,12 +129,14 @@ func writeFileHere(dirfd int, f boxer.File, replace bool) error {
 	}
 	w := os.NewFile(uintptr(fd), f.Path)
 	defer w.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("stat input file: %w", err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: exists and is not a regular file", f.Path)
+	if replace { // what O_EXCL made is a regular file; what was there may be anything
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("stat input file: %w", err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: exists and is not a regular file", f.Path)
+		}
 	}
 	// The mode, not boxer's umask: a cold run's files are as a warm
 	// run's, however boxer was started.
@@ -155,24 +159,28 @@ func writeFileHere(dirfd int, f boxer.File, replace bool) error {
 // makeDirs opens the directory rel beneath dirfd, making what is missing
 // of it, one component at a time: each is made with mkdirat and opened
 // with O_NOFOLLOW from its parent's descriptor, so that no symlink is ever
-// followed, whoever put it there.
+// followed, whoever put it there. For rel "." it returns dirfd itself,
+// which the caller must not close: a file at the top of the work dir, as
+// most are, costs no more calls than that.
 func makeDirs(dirfd int, rel string) (int, error) {
-	cur, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, describe(err)
-	}
 	if rel == "." {
-		return cur, nil
+		return dirfd, nil
+	}
+	cur := dirfd
+	closeCur := func() {
+		if cur != dirfd {
+			unix.Close(cur)
+		}
 	}
 	for _, part := range strings.Split(rel, "/") {
 		err := unix.Mkdirat(cur, part, 0o755)
 		made := err == nil
 		if err != nil && !errors.Is(err, unix.EEXIST) {
-			unix.Close(cur)
+			closeCur()
 			return -1, describe(err)
 		}
 		next, err := unix.Openat(cur, part, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(cur)
+		closeCur()
 		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 			return -1, fmt.Errorf("%s is a file and a directory", rel)
 		}
