@@ -1,0 +1,176 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"boxer"
+	"boxer/internal/sandbox/transplant"
+)
+
+// forkSession forks s into a new session on z.
+func forkSession(t *testing.T, z *Zygote, s *Session) (*Session, error) {
+	t.Helper()
+	dst := newTestSession(t, z, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), slow(time.Minute))
+	defer cancel()
+	return dst, s.Fork(ctx, dst)
+}
+
+// cellOut runs code in s and returns its stdout, failing on anything but
+// a clean exit.
+func cellOut(t *testing.T, s *Session, code string) string {
+	t.Helper()
+	res := execCell(t, s, code, slow(20*time.Second))
+	if res.Status != boxer.StatusOK || !res.Alive {
+		t.Fatalf("cell %q: %+v\nstdout %q\nstderr %q", code, res, res.Stdout.Data, res.Stderr.Data)
+	}
+	return string(res.Stdout.Data)
+}
+
+// A fork holds its parent's state at the fork, globals, imports, objects
+// of C extensions, open files and files on disk alike, and from then on
+// the two diverge: what either changes, in memory or on disk, the other
+// does not see.
+func TestSessionForkCopiesStateAndDiverges(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e, "numpy")
+	parent := newTestSession(t, z, nil)
+
+	cellOut(t, parent, `
+import os, json, numpy as np, random
+x = 41
+big = np.arange(3_000_000, dtype=np.int64)   # 24 MB of the parent's own pages
+log = open('log.txt', 'w'); log.write('before\n'); log.flush()
+os.makedirs('sub/deep', exist_ok=True)
+open('sub/deep/data.json', 'w').write(json.dumps({'k': [1, 2]}))
+open('/tmp/scratch', 'w').write('tmp')
+os.symlink('sub/deep/data.json', 'link')
+os.chdir('sub')
+def f(n): return n * 2
+`)
+	fork, err := forkSession(t, z, parent)
+	if err != nil {
+		t.Fatalf("Fork: %v", err)
+	}
+	got := cellOut(t, fork, `
+print(x, f(x), int(big.sum()), os.getcwd())
+log.write('fork\n'); log.flush()
+print(open('/work/log.txt').read().split())
+print(json.load(open('deep/data.json')), open('/tmp/scratch').read(), os.readlink('/work/link'))
+x = 'fork'
+open('/work/sub/deep/data.json', 'w').write('{}')
+`)
+	want := "41 82 4499998500000 /work/sub\n['before', 'fork']\n{'k': [1, 2]} tmp sub/deep/data.json\n"
+	if got != want {
+		t.Fatalf("fork's cell printed %q, want %q", got, want)
+	}
+	got = cellOut(t, parent, `
+print(x, open('/work/log.txt').read().split(), json.load(open('deep/data.json')))
+log.write('parent\n'); log.flush()
+big[:] = 0
+`)
+	if want := "41 ['before'] {'k': [1, 2]}\n"; got != want {
+		t.Fatalf("parent's cell after the fork printed %q, want %q", got, want)
+	}
+	if got := cellOut(t, fork, "print(x, int(big.sum()), open('/work/log.txt').read().split())"); got != "fork 4499998500000 ['before', 'fork']\n" {
+		t.Fatalf("fork's second cell printed %q", got)
+	}
+}
+
+// A fork is a sandbox of its own: another uid, PID namespace and work
+// dir; the parent's processes are not there to see or signal.
+func TestSessionForkIsolated(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e, "numpy")
+	parent := newTestSession(t, z, nil)
+	puid := cellOut(t, parent, "import os, random\nprint(os.getuid(), os.getpid())")
+	fork, err := forkSession(t, z, parent)
+	if err != nil {
+		t.Fatalf("Fork: %v", err)
+	}
+	fuid := cellOut(t, fork, "print(os.getuid(), os.getpid())")
+	if puid == fuid || strings.Fields(puid)[1] != strings.Fields(fuid)[1] {
+		t.Errorf("parent is uid/pid %q, fork %q: want other uids, the same pid in their own namespaces", puid, fuid)
+	}
+	// The fork ran os.fork's after-fork hooks: random is reseeded.
+	if p, f := cellOut(t, parent, "print(random.random())"), cellOut(t, fork, "print(random.random())"); p == f {
+		t.Errorf("parent and fork drew the same random number %q", p)
+	}
+	// Every pid the fork can name is its own, or no process it may signal.
+	got := cellOut(t, fork, `
+import os, signal
+seen = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+hit = []
+for pid in range(1, 4096):
+    try:
+        os.kill(pid, 0)
+        hit.append(pid)
+    except (ProcessLookupError, PermissionError):
+        pass
+print(seen, hit)
+`)
+	if got != "[2] [2]\n" {
+		t.Errorf("the fork sees and may signal %q, want only itself", got)
+	}
+}
+
+// A session that runs another thread or process, or maps shared memory,
+// is refused a fork, and goes on as it was.
+func TestSessionForkRefused(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e, "numpy")
+	for _, c := range []struct{ name, setup, undo, reason string }{
+		{"thread", "import threading\nev = threading.Event()\nth = threading.Thread(target=ev.wait)\nth.start()", "ev.set(); th.join()", "threads"},
+		{"process", "import subprocess, sys\np = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])", "p.kill(); p.wait()", "processes"},
+		{"shared memory", "import mmap\nm = mmap.mmap(-1, 4096)\nm[:2] = b'hi'", "m.close()", "shared memory"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			parent := newTestSession(t, z, nil)
+			cellOut(t, parent, "x = 1\n"+c.setup)
+			_, err := forkSession(t, z, parent)
+			var refused *transplant.RefusedError
+			if !errors.As(err, &refused) || !strings.Contains(refused.Reason, c.reason) {
+				t.Fatalf("Fork: %v, want refused for %s", err, c.reason)
+			}
+			cellOut(t, parent, c.undo)
+			if got := cellOut(t, parent, "print(x)"); got != "1\n" {
+				t.Fatalf("parent after a refused fork printed %q", got)
+			}
+			fork, err := forkSession(t, z, parent)
+			if err != nil {
+				t.Fatalf("Fork once %s is gone: %v", c.name, err)
+			}
+			if got := cellOut(t, fork, "print(x + 1)"); got != "2\n" {
+				t.Fatalf("fork printed %q", got)
+			}
+		})
+	}
+}
+
+// A fork outlives its parent, and forks again.
+func TestSessionForkOutlivesParent(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e, "numpy")
+	parent := newTestSession(t, z, nil)
+	cellOut(t, parent, "n = 1")
+	fork, err := forkSession(t, z, parent)
+	if err != nil {
+		t.Fatalf("Fork: %v", err)
+	}
+	parent.Close()
+	cellOut(t, fork, "n += 1")
+	grand, err := forkSession(t, z, fork)
+	if err != nil {
+		t.Fatalf("Fork of a fork: %v", err)
+	}
+	if got := cellOut(t, grand, "n += 1\nprint(n)"); got != "3\n" {
+		t.Fatalf("a fork's fork printed %q", got)
+	}
+	if got := cellOut(t, fork, "print(n)"); got != "2\n" {
+		t.Fatalf("the fork printed %q", got)
+	}
+}
