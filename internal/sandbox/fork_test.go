@@ -20,6 +20,16 @@ func forkSession(t *testing.T, z *Zygote, s *Session) (*Session, error) {
 	return dst, s.Fork(ctx, dst)
 }
 
+// mustFork forks s into a new session on z, failing the test on an error.
+func mustFork(t *testing.T, z *Zygote, s *Session) *Session {
+	t.Helper()
+	fork, err := forkSession(t, z, s)
+	if err != nil {
+		t.Fatalf("Fork: %v", err)
+	}
+	return fork
+}
+
 // cellOut runs code in s and returns its stdout, failing on anything but
 // a clean exit.
 func cellOut(t *testing.T, s *Session, code string) string {
@@ -52,10 +62,7 @@ os.symlink('sub/deep/data.json', 'link')
 os.chdir('sub')
 def f(n): return n * 2
 `)
-	fork, err := forkSession(t, z, parent)
-	if err != nil {
-		t.Fatalf("Fork: %v", err)
-	}
+	fork := mustFork(t, z, parent)
 	got := cellOut(t, fork, `
 print(x, f(x), int(big.sum()), os.getcwd())
 log.write('fork\n'); log.flush()
@@ -88,10 +95,7 @@ func TestSessionForkIsolated(t *testing.T) {
 	z := newTestZygote(t, e, "numpy")
 	parent := newTestSession(t, z, nil)
 	puid := cellOut(t, parent, "import os, random\nprint(os.getuid(), os.getpid())")
-	fork, err := forkSession(t, z, parent)
-	if err != nil {
-		t.Fatalf("Fork: %v", err)
-	}
+	fork := mustFork(t, z, parent)
 	fuid := cellOut(t, fork, "print(os.getuid(), os.getpid())")
 	if puid == fuid || strings.Fields(puid)[1] != strings.Fields(fuid)[1] {
 		t.Errorf("parent is uid/pid %q, fork %q: want other uids, the same pid in their own namespaces", puid, fuid)
@@ -127,6 +131,7 @@ func TestSessionForkRefused(t *testing.T) {
 		{"thread", "import threading\nev = threading.Event()\nth = threading.Thread(target=ev.wait)\nth.start()", "ev.set(); th.join()", "threads"},
 		{"process", "import subprocess, sys\np = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])", "p.kill(); p.wait()", "processes"},
 		{"shared memory", "import mmap\nm = mmap.mmap(-1, 4096)\nm[:2] = b'hi'", "m.close()", "shared memory"},
+		{"deep directories", "import os\nos.makedirs('/'.join(['d'] * 130))", "import shutil\nshutil.rmtree('d')", "nest deeper"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			parent := newTestSession(t, z, nil)
@@ -157,16 +162,10 @@ func TestSessionForkOutlivesParent(t *testing.T) {
 	z := newTestZygote(t, e, "numpy")
 	parent := newTestSession(t, z, nil)
 	cellOut(t, parent, "n = 1")
-	fork, err := forkSession(t, z, parent)
-	if err != nil {
-		t.Fatalf("Fork: %v", err)
-	}
+	fork := mustFork(t, z, parent)
 	parent.Close()
 	cellOut(t, fork, "n += 1")
-	grand, err := forkSession(t, z, fork)
-	if err != nil {
-		t.Fatalf("Fork of a fork: %v", err)
-	}
+	grand := mustFork(t, z, fork)
 	if got := cellOut(t, grand, "n += 1\nprint(n)"); got != "3\n" {
 		t.Fatalf("a fork's fork printed %q", got)
 	}
