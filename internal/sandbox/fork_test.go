@@ -20,6 +20,14 @@ func forkSession(t *testing.T, z *Zygote, s *Session) (*Session, error) {
 	return dst, s.Fork(ctx, dst)
 }
 
+// forkParent starts a session to fork on a zygote that pre-imports numpy
+// with one thread, as the sessions' zygote does.
+func forkParent(t *testing.T) (*Zygote, *Session) {
+	t.Helper()
+	z := newTestZygote(t, newTestEngine(t, nil), "numpy")
+	return z, newTestSession(t, z, nil)
+}
+
 // mustFork forks s into a new session on z, failing the test on an error.
 func mustFork(t *testing.T, z *Zygote, s *Session) *Session {
 	t.Helper()
@@ -46,9 +54,7 @@ func cellOut(t *testing.T, s *Session, code string) string {
 // the two diverge: what either changes, in memory or on disk, the other
 // does not see.
 func TestSessionForkCopiesStateAndDiverges(t *testing.T) {
-	e := newTestEngine(t, nil)
-	z := newTestZygote(t, e, "numpy")
-	parent := newTestSession(t, z, nil)
+	z, parent := forkParent(t)
 
 	cellOut(t, parent, `
 import os, json, numpy as np, random
@@ -91,9 +97,7 @@ big[:] = 0
 // A fork is a sandbox of its own: another uid, PID namespace and work
 // dir; the parent's processes are not there to see or signal.
 func TestSessionForkIsolated(t *testing.T) {
-	e := newTestEngine(t, nil)
-	z := newTestZygote(t, e, "numpy")
-	parent := newTestSession(t, z, nil)
+	z, parent := forkParent(t)
 	puid := cellOut(t, parent, "import os, random\nprint(os.getuid(), os.getpid())")
 	fork := mustFork(t, z, parent)
 	fuid := cellOut(t, fork, "print(os.getuid(), os.getpid())")
@@ -122,8 +126,9 @@ print(seen, hit)
 	}
 }
 
-// A session that runs another thread or process, or maps shared memory,
-// is refused a fork, and goes on as it was.
+// A session that runs another thread or process, maps shared memory or
+// nests directories past the copy's depth is refused a fork, and goes on
+// as it was.
 func TestSessionForkRefused(t *testing.T) {
 	e := newTestEngine(t, nil)
 	z := newTestZygote(t, e, "numpy")
@@ -158,9 +163,7 @@ func TestSessionForkRefused(t *testing.T) {
 
 // A fork outlives its parent, and forks again.
 func TestSessionForkOutlivesParent(t *testing.T) {
-	e := newTestEngine(t, nil)
-	z := newTestZygote(t, e, "numpy")
-	parent := newTestSession(t, z, nil)
+	z, parent := forkParent(t)
 	cellOut(t, parent, "n = 1")
 	fork := mustFork(t, z, parent)
 	parent.Close()
