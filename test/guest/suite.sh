@@ -201,9 +201,10 @@ quick)
   check go-sandbox-limits as_service gotest internal/sandbox -test.timeout 5m \
     -test.run '^(TestTimeoutIsPrompt|TestUsageReported|TestTeardown|TestWarmSmoke|TestWarmSlotCgroupStartsClean|TestChildOOMKillsReported|TestBoxersUmaskDoesNotReachRuns|TestCPUQuota)$'
   # A session's cgroup for its whole life: its memory read and limited,
-  # its OOM, its timeout's interrupt and kill.
+  # its OOM, its timeout's interrupt and kill; a fork's own cgroup, uid and
+  # namespaces, its memory copied by ptrace under the kernel's own rules.
   check go-sandbox-sessions as_service gotest internal/sandbox -test.timeout 5m \
-    -test.run '^(TestSessionKeepsState|TestSessionOOM|TestSessionTimeout)$'
+    -test.run '^(TestSessionKeepsState|TestSessionOOM|TestSessionTimeout|TestSessionFork.*)$'
   ;;
 full)
   for pkg in internal/cgroup internal/sandbox internal/pool cmd/boxer internal/api; do
