@@ -20,6 +20,7 @@ const (
 	ECodeSessionBusy         = "session_busy"
 	ECodeSessionEnded        = "session_ended"
 	ECodeSessionLost         = "session_lost"
+	ECodeForkRefused         = "fork_refused"
 	ECodeUnauthorized        = "unauthorized"
 	ECodeForbiddenHost       = "forbidden_host"
 	ECodePaymentRequired     = "payment_required"

@@ -133,7 +133,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.str(&p.PublicURL, "x402-public-url", "BOXER_X402_PUBLIC_URL", "", "externally visible base URL; default: derived from each request")
 	ef.str(&c.PriceExec, "x402-price-exec", "BOXER_X402_PRICE_EXEC", "0.02", "USD per /v1/exec call")
 	ef.str(&c.PriceRun, "x402-price-run-python", "BOXER_X402_PRICE_RUN_PYTHON", "0.01", "USD per /v1/run-python call")
-	ef.str(&c.PriceSession, "x402-price-session", "BOXER_X402_PRICE_SESSION", "0.01", "USD per session started (POST /v1/sessions)")
+	ef.str(&c.PriceSession, "x402-price-session", "BOXER_X402_PRICE_SESSION", "0.01", "USD per session started (POST /v1/sessions) or forked (POST /v1/sessions/{id}/fork)")
 	ef.str(&c.PriceCell, "x402-price-session-exec", "BOXER_X402_PRICE_SESSION_EXEC", "0.005", "USD per cell run in a session (POST /v1/sessions/{id}/exec)")
 
 	ef.str(&c.WebhookSecret, "webhook-secret", "BOXER_WEBHOOK_SECRET", "", "secret (16 bytes or more) that signs the webhooks of async runs (X-Boxer-Signature); none: webhook_url is refused")
@@ -216,7 +216,8 @@ func (m *Main) Run(ctx context.Context) error {
 	c.Payments.Routes = nil
 	for _, d := range described {
 		price := map[string]string{"/v1/exec": c.PriceExec, "/v1/run-python": c.PriceRun,
-			"/v1/sessions": c.PriceSession, "/v1/sessions/{session_id}/exec": c.PriceCell}[d.Path]
+			"/v1/sessions": c.PriceSession, "/v1/sessions/{session_id}/fork": c.PriceSession,
+			"/v1/sessions/{session_id}/exec": c.PriceCell}[d.Path]
 		c.Payments.Routes = append(c.Payments.Routes, x402.Route{Path: d.Path, Price: price, Description: d.Description,
 			Method: d.Method, InputExample: d.InputExample, BodySchema: d.Input, OutputExample: d.OutputExample})
 	}

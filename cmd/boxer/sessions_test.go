@@ -226,6 +226,80 @@ func TestServeSessionLostAfterRestart(t *testing.T) {
 	}
 }
 
+// fork forks session id and returns the new session's description.
+func (s *testServer) fork(id string) map[string]any {
+	s.t.Helper()
+	status, _, m := s.post("/v1/sessions/"+id+"/fork", `{}`)
+	if fid, _ := m["session_id"].(string); status != http.StatusCreated || !strings.HasPrefix(fid, "ses_") || fid == id {
+		s.t.Fatalf("POST /v1/sessions/%s/fork: %d %v", id, status, m)
+	}
+	return m
+}
+
+// TestServeSessionFork: a fork holds its parent's variables, imports,
+// open files and files, with its parent's limits, and from then on the
+// two diverge. A session that cannot be copied is refused with
+// fork_refused and goes on; a fork is a session like any other, counted
+// and ended on its own.
+func TestServeSessionFork(t *testing.T) {
+	s := startServe(t, boxerBin(t), stateDir(t), t.TempDir())
+	parent := s.newSession(`{"files": {"data.csv": "x\n1\n2\n"}, "memory_mb": 256, "idle_timeout_seconds": 120}`)
+	status, m := s.sessionExec(parent, "import json\n"+
+		"rows = [int(x) for x in open('data.csv').read().split()[1:]]\n"+
+		"log = open('log.txt', 'w')\n"+
+		"log.write('parent\\n')\n"+
+		"log.flush()\n"+
+		"sum(rows)", 0)
+	wantCell(t, status, m, map[string]any{"status": "ok", "value": "3"})
+
+	f := s.fork(parent)
+	child := f["session_id"].(string)
+	if f["memory_mb"] != 256.0 || f["idle_timeout_seconds"] != 120.0 || f["execs"] != 0.0 {
+		t.Fatalf("the fork's description: %v", f)
+	}
+	status, m = s.sessionExec(child, "rows.append(10)\nlog.write('child\\n')\nlog.flush()\njson.dumps(rows)", 0)
+	wantCell(t, status, m, map[string]any{"status": "ok", "value": `'[1, 2, 10]'`})
+	status, m = s.sessionExec(parent, "rows.append(20)\nlog.write('parent again\\n')\nlog.flush()\njson.dumps(rows)", 0)
+	wantCell(t, status, m, map[string]any{"status": "ok", "value": `'[1, 2, 20]'`})
+	for id, want := range map[string]string{parent: "parent\nparent again\n", child: "parent\nchild\n"} {
+		if status, b := s.do("GET", "/v1/sessions/"+id+"/files/log.txt"); status != 200 || string(b) != want {
+			t.Errorf("log.txt of %s: %d %q, want %q", id, status, b, want)
+		}
+	}
+
+	// Refused while a thread of the session's runs; the session goes on,
+	// and forks once the thread has ended.
+	status, m = s.sessionExec(parent, "import threading\nstop = threading.Event()\nt = threading.Thread(target=stop.wait)\nt.start()", 0)
+	wantCell(t, status, m, map[string]any{"status": "ok"})
+	status, _, m = s.post("/v1/sessions/"+parent+"/fork", ``)
+	if status != 409 || field(m, "error", "code") != "fork_refused" || !strings.Contains(field(m, "error", "message").(string), "thread") {
+		t.Fatalf("a fork with a thread running: %d %v", status, m)
+	}
+	status, m = s.sessionExec(parent, "stop.set()\nt.join()\nlen(rows)", 0)
+	wantCell(t, status, m, map[string]any{"status": "ok", "value": "3"})
+	s.fork(parent)
+
+	for body, want := range map[string]string{`{"memory_mb": 64}`: "unknown field", `[]`: "JSON object"} {
+		if status, _, m := s.post("/v1/sessions/"+parent+"/fork", body); status != 400 || !strings.Contains(fmt.Sprint(m["error"]), want) {
+			t.Errorf("fork with body %s: %d %v, want %s", body, status, m, want)
+		}
+	}
+	if status, _, m := s.post("/v1/sessions/ses_nosuchsession/fork", `{}`); status != 404 || field(m, "error", "code") != "not_found" {
+		t.Errorf("fork of no session: %d %v", status, m)
+	}
+
+	// Three sessions now; ending the parent leaves its forks.
+	if status, _ := s.do("DELETE", "/v1/sessions/"+parent); status != 200 {
+		t.Fatalf("delete the parent: %d", status)
+	}
+	status, m = s.sessionExec(child, "sum(rows)", 0)
+	wantCell(t, status, m, map[string]any{"status": "ok", "value": "13"})
+	status, _, m = s.get("/v1/health")
+	if status != 200 || field(m, "sessions", "live") != 2.0 {
+		t.Fatalf("health: %d %v", status, m["sessions"])
+	}
+}
+
 // waitFor polls cond until it holds, failing the test after a minute.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -349,9 +423,14 @@ func TestServeSessionLimits(t *testing.T) {
 		t.Errorf("past the server's cap: %d %v", status, m)
 	}
 	// Another key cannot reach it, by any route.
-	for _, r := range [][2]string{{"POST", "/exec"}, {"GET", ""}, {"DELETE", ""}, {"GET", "/files/x"}, {"POST", "/files"}} {
+	if status, m := call(keys[0], "POST", "/v1/sessions/"+mine+"/fork", `{}`); status != 429 || field(m, "error", "code") != "rate_limited" {
+		t.Errorf("a fork past the caller's cap: %d %v", status, m)
+	}
+	for _, r := range [][2]string{{"POST", "/exec"}, {"GET", ""}, {"DELETE", ""}, {"GET", "/files/x"}, {"POST", "/files"}, {"POST", "/fork"}} {
 		body := `{"code": "1", "files": {"x": "y"}}`
-		if r[1] == "/files" {
+		if r[1] == "/fork" {
+			body = `{}`
+		} else if r[1] == "/files" {
 			body = `{"files": {"x": "y"}}`
 		} else if r[1] == "/exec" {
 			body = `{"code": "1"}`

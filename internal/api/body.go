@@ -45,9 +45,6 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 			return nil, boxer.Errorf(boxer.ECodeInvalidJSON, "could not read the request body: it ended early")
 		}
 	}
-	if len(body) == 0 {
-		return nil, boxer.Errorf(boxer.ECodeInvalidJSON, "the request body is empty; send a JSON object")
-	}
 	return body, nil
 }
 
@@ -83,6 +80,9 @@ func checkContentType(h http.Header) *boxer.Error {
 // parseBody parses body as one strict JSON value, mapping a malformed body to
 // invalid_json.
 func parseBody(body []byte) (*jsonValue, *boxer.Error) {
+	if len(body) == 0 {
+		return nil, boxer.Errorf(boxer.ECodeInvalidJSON, "the request body is empty; send a JSON object")
+	}
 	root, err := parseJSON(body)
 	if err != nil {
 		return nil, boxer.Errorf(boxer.ECodeInvalidJSON, "%s", err.Error())

@@ -27,7 +27,7 @@ func httpStatus(code string) int {
 		return http.StatusNotFound // 404
 	case boxer.ECodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed // 405
-	case boxer.ECodeJobIDConflict, boxer.ECodeSessionBusy:
+	case boxer.ECodeJobIDConflict, boxer.ECodeSessionBusy, boxer.ECodeForkRefused:
 		return http.StatusConflict // 409
 	case boxer.ECodeResultNotKept, boxer.ECodeSessionEnded, boxer.ECodeSessionLost:
 		return http.StatusGone // 410

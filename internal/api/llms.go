@@ -24,7 +24,7 @@ func llmsTxt(info DocInfo, base string, exec, run limitsDoc) string {
 			w("- Endpoint: %s %s%s (%s)\n", rd.method, base, rd.path, rd.summary)
 		}
 	}
-	w("- MCP: %s/mcp (streamable HTTP), tools run_python, exec and session_create, session_exec, session_write_files, session_read_file, session_list, session_delete\n", base)
+	w("- MCP: %s/mcp (streamable HTTP), tools run_python, exec and session_create, session_exec, session_fork, session_write_files, session_read_file, session_list, session_delete\n", base)
 	w("- Streaming: send Accept: text/event-stream to /v1/exec, /v1/run-python or a session's exec for stdout and stderr events as the program writes, then a result event\n")
 	w("- Background runs: /v1/run-python with \"async\": true answers 202 with a job_id; poll GET /v1/jobs/{job_id} (queued, running, then the result) or give webhook_url\n")
 	w("- OpenAPI: %s/openapi.json\n", base)
@@ -76,6 +76,7 @@ func llmsTxt(info DocInfo, base string, exec, run limitsDoc) string {
 		"Overload: 503 busy with Retry-After; shutting down: 503 unavailable",
 		"The same job_id with a different request: 409 job_id_conflict",
 		"A cell sent to a session still running another: 409 session_busy; a session that ended (idle, lifetime, deleted, out of memory): 410 session_ended; one lost when the server restarted: 410 session_lost",
+		"A fork of a session that has a thread or process of its own still running, or memory shared with another process: 409 fork_refused; the session goes on unharmed",
 	} {
 		w("- %s\n", f)
 	}

@@ -100,6 +100,16 @@ var routeDocs = []routeDoc{
 		keyed:  true, run: true, streams: true,
 	},
 	{
+		method: "POST", path: routeSessionFork, id: "forkSession", summary: "Fork a session",
+		description: "Starts a new session holding a copy of this one as it is now: its interpreter's memory (globals, imports, objects, open files), its work dir, /tmp and /dev/shm, its limits and timeouts. The copy takes milliseconds; from then on the two diverge, each in a sandbox of its own, as isolated from each other as any two sessions. Answers 201 with the new session_id. A session running a cell answers 409 session_busy; one that cannot be copied answers 409 fork_refused and goes on unharmed: a thread or process of its own still running (e.g. a thread pool started by a library), or memory shared with another process.",
+		request:     SessionForkRequest{}, example: json.RawMessage(`{}`),
+		ok: SessionInfo{}, status: http.StatusCreated,
+		okExample: json.RawMessage(`{"session_id":"ses_q7xkcw3b5mzu2h6e4rsd7fnyka","created_at":"2026-12-02T10:05:00Z","expires_at":"2026-12-02T10:15:00Z",` +
+			`"last_used_at":"2026-12-02T10:05:00Z","idle_timeout_seconds":600,"max_lifetime_seconds":3600,"memory_mb":512,"cpus":0.5,"execs":0,"busy":false,"memory_bytes":8388608}`),
+		errors: []string{boxer.ECodeNotFound, boxer.ECodeSessionBusy, boxer.ECodeForkRefused, boxer.ECodeSessionEnded, boxer.ECodeSessionLost},
+		keyed:  true, run: true,
+	},
+	{
 		method: "POST", path: routeSessionPut, id: "putSessionFiles", summary: "Upload files into a session",
 		description: "Writes files into the session's work dir, replacing those there (paths as in /v1/run-python).",
 		request:     SessionFilesRequest{}, example: json.RawMessage(`{"files":{"more.csv":"x,y\n3,4\n"}}`),
@@ -281,7 +291,7 @@ var paymentRequiredSchema = map[string]any{
 func allCodes() []string {
 	return []string{boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodeUnsupportedLanguage, boxer.ECodeCodeTooLarge,
 		boxer.ECodePayloadTooLarge, boxer.ECodeUnsupportedMedia, boxer.ECodeRequestTimeout, boxer.ECodeNotFound, boxer.ECodeMethodNotAllowed,
-		boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept, boxer.ECodeSessionBusy, boxer.ECodeSessionEnded, boxer.ECodeSessionLost, boxer.ECodeUnauthorized, boxer.ECodeForbiddenHost, boxer.ECodePaymentRequired, boxer.ECodeRateLimited,
+		boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept, boxer.ECodeSessionBusy, boxer.ECodeSessionEnded, boxer.ECodeSessionLost, boxer.ECodeForkRefused, boxer.ECodeUnauthorized, boxer.ECodeForbiddenHost, boxer.ECodePaymentRequired, boxer.ECodeRateLimited,
 		boxer.ECodeBusy, boxer.ECodeUnavailable, boxer.ECodeInternal}
 }
 

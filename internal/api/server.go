@@ -184,9 +184,9 @@ func (s *Server) handle(method, pattern string, h http.Handler) {
 
 // isRunRoute reports whether route runs code, and so is a call for
 // /v1/health (and may be priced): the two run routes, a session's start
-// and its cells.
+// (or fork) and its cells.
 func (s *Server) isRunRoute(route string) bool {
-	return route == routeExec || route == routeRunPython || route == routeSessions || route == routeSessionExec
+	return route == routeExec || route == routeRunPython || route == routeSessions || route == routeSessionExec || route == routeSessionFork
 }
 
 // Shutdown drains the server: new runs and runs still waiting for a slot

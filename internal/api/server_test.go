@@ -292,7 +292,7 @@ func TestPaymentHook(t *testing.T) {
 			})
 		}
 	})
-	if strings.Join(wrapped, ",") != "/v1/exec,/v1/run-python,/v1/sessions,/v1/sessions/{session_id}/exec" {
+	if strings.Join(wrapped, ",") != "/v1/exec,/v1/run-python,/v1/sessions,/v1/sessions/{session_id}/exec,/v1/sessions/{session_id}/fork" {
 		t.Fatalf("payment hook wrapped %v, want the priced routes", wrapped)
 	}
 	if rec := ts.do("GET", "/v1/exec", ""); rec.Code != 405 {

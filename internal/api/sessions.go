@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -30,6 +31,7 @@ const (
 	routeSessionExec = "/v1/sessions/{session_id}/exec"
 	routeSessionPut  = "/v1/sessions/{session_id}/files"
 	routeSessionGet  = "/v1/sessions/{session_id}/files/{path...}"
+	routeSessionFork = "/v1/sessions/{session_id}/fork"
 
 	maxSessionIdleSecs = 24 * 3600
 	maxSessionLifeSecs = 7 * 24 * 3600
@@ -55,6 +57,11 @@ type SessionExecRequest struct {
 type SessionFilesRequest struct {
 	Files map[string]string `json:"files" jsonschema:"files to write into the work dir, replacing those there: relative path -> UTF-8 text content"`
 }
+
+// SessionForkRequest is POST /v1/sessions/{session_id}/fork's body: an
+// empty object, or no body at all. The fork takes its parent's limits and
+// timeouts.
+type SessionForkRequest struct{}
 
 // SessionInfo describes a session.
 type SessionInfo struct {
@@ -124,6 +131,7 @@ func (s *Server) sessionRoutes() {
 	s.handle(http.MethodGet, routeSession, s.guard(routeSession, s.handleSessionGet, false))
 	s.handle(http.MethodDelete, routeSession, s.guard(routeSession, s.handleSessionDelete, false))
 	s.handle(http.MethodPost, routeSessionExec, s.guard(routeSessionExec, s.streamable(s.handleSessionExec), true))
+	s.handle(http.MethodPost, routeSessionFork, s.guard(routeSessionFork, s.handleSessionFork, true))
 	s.handle(http.MethodPost, routeSessionPut, s.guard(routeSessionPut, s.handleSessionPut, false))
 	s.handle(http.MethodGet, routeSessionGet, s.guard(routeSessionGet, s.handleSessionFile, false))
 }
@@ -324,6 +332,38 @@ func newSessionExecResponse(res *session.ExecResult) SessionExecResponse {
 		out.Figures = append(out.Figures, Figure{MimeType: "image/png", Data: base64.StdEncoding.EncodeToString(png)})
 	}
 	return SessionExecResponse{Success: true, Result: out, Session: newSessionInfo(&res.Session)}
+}
+
+func (s *Server) handleSessionFork(w http.ResponseWriter, r *http.Request) {
+	m, _, size, ok := sessionCall(s, w, r, s.cfg.MaxExecBodyBytes, decodeSessionFork)
+	if !ok {
+		return
+	}
+	release, ctx, e := s.admit(r, size)
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	defer release()
+	info, err := m.Fork(ctx, sessionOwner(r), sessionQuota(r), r.PathValue("session_id"))
+	if err != nil {
+		s.sessionError(w, r, err)
+		return
+	}
+	stateOf(r).ran = true
+	writeJSON(w, s.log, http.StatusCreated, newSessionInfo(info))
+}
+
+// decodeSessionFork accepts no body, or an empty object.
+func decodeSessionFork(body []byte) (struct{}, *boxer.Error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return struct{}{}, nil
+	}
+	root, e := parseBody(body)
+	if e == nil {
+		_, e = requestObject(root)
+	}
+	return struct{}{}, e
 }
 
 func (s *Server) handleSessionPut(w http.ResponseWriter, r *http.Request) {

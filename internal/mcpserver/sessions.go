@@ -65,6 +65,7 @@ func (s *Server) sessionTools() []sessionTool {
 	return []sessionTool{
 		{&mcp.Tool{Name: "session_create", Title: "Start a Python session", Description: sessionCreateDescription}, api.SessionCreateRequest{}, api.SessionInfo{}, s.sessionCreate},
 		{&mcp.Tool{Name: "session_exec", Title: "Run code in a session", Description: sessionExecDescription}, SessionExecInput{}, api.SessionExecResponse{}, s.sessionExec},
+		{&mcp.Tool{Name: "session_fork", Title: "Fork a session", Description: sessionForkDescription}, SessionRef{}, api.SessionInfo{}, s.sessionFork},
 		{&mcp.Tool{Name: "session_write_files", Title: "Write files into a session", Description: "Writes files into the session's work dir, replacing those there."}, SessionWriteInput{}, api.SessionFilesResponse{}, s.sessionWrite},
 		{&mcp.Tool{Name: "session_read_file", Title: "Read a file from a session", Description: "Reads a file of the session's work dir: text as it is, other bytes in base64; a PNG is shown as an image too."}, SessionReadInput{}, SessionFile{}, s.sessionRead},
 		{&mcp.Tool{Name: "session_list", Title: "List your sessions", Description: "Your live sessions, with when each expires."}, NoInput{}, api.SessionList{}, s.sessionList},
@@ -79,7 +80,19 @@ func sessionPath(id, rest string) string {
 }
 
 func (s *Server) sessionCreate(ctx context.Context, req *mcp.CallToolRequest, args json.RawMessage) (*mcp.CallToolResult, error) {
-	a := s.callMethod(ctx, req, http.MethodPost, "/v1/sessions", args)
+	return newSession(s.callMethod(ctx, req, http.MethodPost, "/v1/sessions", args), "started")
+}
+
+func (s *Server) sessionFork(ctx context.Context, req *mcp.CallToolRequest, args json.RawMessage) (*mcp.CallToolResult, error) {
+	var in SessionRef
+	if err := json.Unmarshal(args, &in); err != nil {
+		return toolError(boxer.ECodeInvalidRequest, err.Error()), nil
+	}
+	return newSession(s.callMethod(ctx, req, http.MethodPost, sessionPath(in.SessionID, "/fork"), []byte("{}")), "forked from "+in.SessionID)
+}
+
+// newSession is the result of a call that made a session, how as said.
+func newSession(a answer, how string) (*mcp.CallToolResult, error) {
 	if a.status != http.StatusCreated {
 		return a.failure(), nil
 	}
@@ -87,8 +100,8 @@ func (s *Server) sessionCreate(ctx context.Context, req *mcp.CallToolRequest, ar
 	if err := json.Unmarshal(a.body, &info); err != nil {
 		return nil, fmt.Errorf("decode the new session: %w", err)
 	}
-	res := a.result(fmt.Sprintf("session %s started; it ends after %d s without a call, at the latest %s. Pass its session_id to session_exec.",
-		info.SessionID, info.IdleTimeoutSeconds, info.CreatedAt.Add(secondsOf(info.MaxLifetimeSeconds)).Format("2006-01-02T15:04:05Z")))
+	res := a.result(fmt.Sprintf("session %s %s; it ends after %d s without a call, at the latest %s. Pass its session_id to session_exec.",
+		info.SessionID, how, info.IdleTimeoutSeconds, info.CreatedAt.Add(secondsOf(info.MaxLifetimeSeconds)).Format("2006-01-02T15:04:05Z")))
 	res.StructuredContent = json.RawMessage(a.body)
 	return res, nil
 }
@@ -216,5 +229,10 @@ const sessionCreateDescription = `Starts a Python session: one interpreter in a 
 const sessionExecDescription = `Runs code in a session's interpreter: what earlier calls defined is there. ` +
 	`Returns stdout, stderr, status, the value of a trailing expression, and matplotlib figures left open as images. ` +
 	`A cell past timeout_seconds is interrupted and the session goes on; sessionAlive says whether it survived.`
+
+const sessionForkDescription = `Starts a new session holding a copy of this one as it is now (variables, imports, ` +
+	`open files, work dir), in milliseconds: try something risky in the fork and keep the original, or branch one loaded ` +
+	`data set into several experiments. The two then diverge. A session with a thread or process of its own still ` +
+	`running cannot be forked (fork_refused); it goes on unharmed.`
 
 func secondsOf(n int64) time.Duration { return time.Duration(n) * time.Second }

@@ -27,6 +27,7 @@ import (
 
 	"boxer"
 	"boxer/internal/sandbox"
+	"boxer/internal/sandbox/transplant"
 	"boxer/internal/store"
 )
 
@@ -245,28 +246,87 @@ func (m *Manager) Create(ctx context.Context, owner, quota string, req Request) 
 		s.Close()
 		return nil, err
 	}
+	reserved = false
+	return m.add(ctx, &entry{owner: owner, quota: quota, s: s, z: z, idle: idle, life: life, limits: lim})
+}
+
+// add records e, a session made on a place reserve took for e.quota, and
+// makes it live; on an error it closes e's sandbox and frees the place.
+func (m *Manager) add(ctx context.Context, e *entry) (*Info, error) {
+	fail := func(err error) (*Info, error) {
+		e.s.Close()
+		m.release(e.quota)
+		return nil, err
+	}
 	id, err := newID()
 	if err != nil {
-		s.Close()
-		return nil, err
+		return fail(err)
 	}
 	now := m.now()
-	if err := m.store.AddSession(ctx, id, owner, now); err != nil {
-		s.Close()
-		return nil, err
+	if err := m.store.AddSession(ctx, id, e.owner, now); err != nil {
+		return fail(err)
 	}
-	e := &entry{id: id, owner: owner, quota: quota, s: s, z: z, created: now, lastUsed: now, idle: idle, life: life, limits: lim}
-	s.OnDeath(m.nudge) // the reaper ends a session whose kernel died between cells
+	e.id, e.created, e.lastUsed = id, now, now
+	e.s.OnDeath(m.nudge) // the reaper ends a session whose kernel died between cells
 	m.mu.Lock()
-	if m.pending[quota]--; m.pending[quota] <= 0 {
-		delete(m.pending, quota)
+	if m.pending[e.quota]--; m.pending[e.quota] <= 0 {
+		delete(m.pending, e.quota)
 	}
-	reserved = false
 	m.live[id] = e
 	m.mu.Unlock()
 	m.nudge()
 	info := e.info()
 	return &info, nil
+}
+
+// Fork makes a session owner may reach, counted against quota's cap,
+// holding a copy of owner's session id: its interpreter's memory, its
+// files, its limits and timeouts (sandbox.Session.Fork). The two then
+// diverge. A session that cannot be copied (a thread or process of its
+// own running, memory shared with another process) answers fork_refused
+// and goes on as it was; one running a cell answers session_busy.
+func (m *Manager) Fork(ctx context.Context, owner, quota, id string) (*Info, error) {
+	parent, err := m.get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.reserve(quota); err != nil {
+		return nil, err
+	}
+	reserved := true
+	defer func() {
+		if reserved {
+			m.release(quota)
+		}
+	}()
+	s, z, err := m.kernel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.SetLimits(parent.limits); err != nil {
+		s.Close()
+		return nil, err
+	}
+	parent.touch(1) // not idle while it is copied
+	err = parent.s.Fork(ctx, s)
+	parent.touch(-1)
+	if err != nil {
+		s.Close()
+		var refused *transplant.RefusedError
+		switch {
+		case errors.As(err, &refused):
+			return nil, boxer.Errorf(boxer.ECodeForkRefused, "session %s cannot be forked: %s", id, refused.Reason)
+		case errors.Is(err, sandbox.ErrSessionBusy):
+			return nil, boxer.Errorf(boxer.ECodeSessionBusy, "a cell is running in session %s; fork it once the cell has answered", id)
+		case errors.Is(err, sandbox.ErrSessionGone):
+			_, why := parent.s.Alive()
+			m.end(parent, why)
+			return nil, boxer.Errorf(boxer.ECodeSessionEnded, "session %s ended: %s", id, why)
+		}
+		return nil, err
+	}
+	reserved = false
+	return m.add(ctx, &entry{owner: owner, quota: quota, s: s, z: z, idle: parent.idle, life: parent.life, limits: parent.limits})
 }
 
 // kernel returns a started kernel for a new session: a ready one if

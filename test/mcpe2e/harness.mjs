@@ -68,7 +68,7 @@ print("saved")
 async function cases(client, label) {
   const tools = await client.listTools();
   const names = tools.tools.map((t) => t.name).sort();
-  check(`${label}: tools listed`, JSON.stringify(names) === '["exec","run_python","session_create","session_delete","session_exec","session_list","session_read_file","session_write_files"]', JSON.stringify(names));
+  check(`${label}: tools listed`, JSON.stringify(names) === '["exec","run_python","session_create","session_delete","session_exec","session_fork","session_list","session_read_file","session_write_files"]', JSON.stringify(names));
   check(`${label}: every tool has input and output schemas`,
     tools.tools.every((t) => t.inputSchema?.type === 'object' && t.outputSchema?.type === 'object'), JSON.stringify(tools.tools));
 
@@ -133,6 +133,15 @@ async function sessionCases(client, label) {
   const img = (r.content ?? []).find((c) => c.type === 'image');
   check(`${label}: a figure left open comes back as an image`, !r.isError && img?.mimeType === 'image/png'
     && Buffer.from(img.data, 'base64').subarray(0, 4).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47])), JSON.stringify(brief(r)));
+  r = await call(client, label, 'session_fork', { session_id: id });
+  const fork = r.structuredContent?.session_id;
+  check(`${label}: session_fork answers a new session_id`, !r.isError && /^ses_[a-z2-7]{26}$/.test(fork ?? '') && fork !== id, JSON.stringify(r));
+  r = await call(client, label, 'session_exec', { session_id: fork, code: 'total += 100\ntotal' });
+  check(`${label}: the fork holds its parent's variables`, r.structuredContent?.result?.value === '103', JSON.stringify(r));
+  r = await call(client, label, 'session_exec', { session_id: id, code: 'total' });
+  check(`${label}: and the parent does not see the fork's change`, r.structuredContent?.result?.value === '3', JSON.stringify(r));
+  r = await call(client, label, 'session_delete', { session_id: fork });
+  check(`${label}: the fork is ended`, !r.isError && r.structuredContent?.deleted === true, JSON.stringify(r));
   r = await call(client, label, 'session_list', {});
   check(`${label}: the session is listed`, !r.isError && r.structuredContent?.sessions?.some((s) => s.session_id === id), JSON.stringify(r));
   r = await call(client, label, 'session_delete', { session_id: id });
