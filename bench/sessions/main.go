@@ -6,6 +6,9 @@
 //     pass` start (the interpreter a session saves its caller from
 //     starting);
 //   - exec: a cell (x += 1) in a live session, against the same bare start;
+//   - fork: POST /v1/sessions/{id}/fork until its 201, of a session that
+//     holds little and of one holding a 16 MiB pandas DataFrame, against
+//     the same bare start (which holds nothing);
 //   - memory: the PSS that 50 idle sessions (each has run one cell) add to
 //     the server's process tree, against 50 bare python3 interpreters
 //     idling, each having run the same line.
@@ -110,7 +113,25 @@ func run() error {
 		}
 		exec = append(exec, d)
 	}
+	fork, err := forks(srv, warm.SessionID, "x", strconv.Itoa(*n))
+	if err != nil {
+		return err
+	}
 	if err := srv.Delete("/v1/sessions/" + warm.SessionID); err != nil {
+		return err
+	}
+	var data info
+	if _, err := srv.Post("/v1/sessions", map[string]any{"memory_mb": 512}, &data); err != nil {
+		return err
+	}
+	if _, err := srv.Post("/v1/sessions/"+data.SessionID+"/exec", map[string]any{"code": dataFrame, "timeout_seconds": 120}, nil); err != nil {
+		return err
+	}
+	forkData, err := forks(srv, data.SessionID, "int(df.x.sum())", strconv.Itoa(dataRows*(dataRows-1)/2))
+	if err != nil {
+		return err
+	}
+	if err := srv.Delete("/v1/sessions/" + data.SessionID); err != nil {
 		return err
 	}
 
@@ -122,7 +143,8 @@ func run() error {
 	}
 	row("session create (201)", create)
 	row("session exec (x += 1)", exec)
-	fmt.Printf("  %-30s %s\n", "session fork", "not built yet (issue 17)")
+	row("session fork (small state)", fork)
+	row(fmt.Sprintf("session fork (%s)", dataDesc), forkData)
 
 	// Memory: what idle sessions add to the server's tree.
 	before, err := treePSS(srv.Cmd.Process.Pid)
@@ -150,6 +172,39 @@ func run() error {
 	fmt.Printf("  %-30s %12.1fMiB %17.1fMiB %8.3f\n", "in all", mib(barePSS), mib(after-before), float64(after-before)/float64(barePSS))
 	fmt.Printf("  %-30s %12.1fMiB %17.1fMiB\n", "each", mib(barePSS)/float64(*idle), mib(after-before)/float64(*idle))
 	return nil
+}
+
+// dataFrame makes a session's state worth forking: a pandas data frame of
+// dataRows rows and two columns, about 16 MiB.
+const (
+	dataRows  = 1_000_000
+	dataFrame = "import numpy as np, pandas as pd\ndf = pd.DataFrame({'x': np.arange(1_000_000), 'y': np.random.rand(1_000_000)})"
+	dataDesc  = "16 MiB DataFrame"
+)
+
+// forks times *n forks of session id, until each one's 201; each fork
+// is checked (expr gives want in it), then deleted, untimed.
+func forks(srv *served.Server, id, expr, want string) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := 0; i < *n; i++ {
+		var f info
+		d, err := srv.Post("/v1/sessions/"+id+"/fork", map[string]any{}, &f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+		var c cell
+		if _, err := srv.Post("/v1/sessions/"+f.SessionID+"/exec", map[string]any{"code": expr}, &c); err != nil {
+			return nil, err
+		}
+		if c.Result.Status != "ok" || c.Result.Value == nil || *c.Result.Value != want {
+			return nil, fmt.Errorf("fork %d of %s: %s gave %+v, want %s", i, id, expr, c.Result, want)
+		}
+		if err := srv.Delete("/v1/sessions/" + f.SessionID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // bareStart times `python3 -c pass`, its output read through pipes.

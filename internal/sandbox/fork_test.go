@@ -94,6 +94,30 @@ big[:] = 0
 	}
 }
 
+// A fork's signal dispositions are its parent's, at the kernel's level:
+// a handler set, a signal ignored, and one the kernel handles put back
+// to the default (SIGPIPE, which a fresh interpreter ignores) all carry
+// over.
+func TestSessionForkCarriesSignals(t *testing.T) {
+	z, parent := forkParent(t)
+	const status = "import re; print(re.findall(r'(Sig(?:Ign|Cgt)):\\s*(\\w+)', open('/proc/self/status').read()))"
+	cellOut(t, parent, `
+import os, signal
+got = []
+signal.signal(signal.SIGUSR1, lambda *a: got.append('usr1'))
+signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+`)
+	want := cellOut(t, parent, status)
+	fork := mustFork(t, z, parent)
+	if got := cellOut(t, fork, status); got != want {
+		t.Fatalf("the fork's dispositions %s, want its parent's %s", got, want)
+	}
+	if got := cellOut(t, fork, "os.kill(os.getpid(), signal.SIGUSR1); os.kill(os.getpid(), signal.SIGUSR2); print(got)"); got != "['usr1']\n" {
+		t.Fatalf("signals in the fork: %q", got)
+	}
+}
+
 // A fork is a sandbox of its own: another uid, PID namespace and work
 // dir; the parent's processes are not there to see or signal.
 func TestSessionForkIsolated(t *testing.T) {

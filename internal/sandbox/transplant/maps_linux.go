@@ -117,16 +117,28 @@ const (
 	pmPFN     = 1<<55 - 1
 )
 
-// readPagemap reads the pagemap entries of [start, end) of pid.
-func readPagemap(pm *os.File, start, end uint64) ([]uint64, error) {
-	n := (end - start) / pageSize
-	buf := make([]byte, 8*n)
-	if _, err := pm.ReadAt(buf, int64(start/pageSize*8)); err != nil {
-		return nil, fmt.Errorf("pagemap %x-%x: %w", start, end, err)
+// readPagemaps reads the pagemap entries of each of vs, one slice each.
+func readPagemaps(pm *os.File, vs []vma) ([][]uint64, error) {
+	var total uint64
+	for _, v := range vs {
+		total += (v.end - v.start) / pageSize
 	}
-	out := make([]uint64, n)
-	for i := range out {
-		out[i] = binary.LittleEndian.Uint64(buf[8*i:])
+	all := make([]uint64, total)
+	buf := make([]byte, 64<<10)
+	out := make([][]uint64, len(vs))
+	for k, v := range vs {
+		n := (v.end - v.start) / pageSize
+		out[k], all = all[:n:n], all[n:]
+		for i := uint64(0); i < n; {
+			m := min(n-i, uint64(len(buf)/8))
+			if _, err := pm.ReadAt(buf[:8*m], int64((v.start/pageSize+i)*8)); err != nil {
+				return nil, fmt.Errorf("pagemap %x-%x: %w", v.start, v.end, err)
+			}
+			for j := range m {
+				out[k][i+j] = binary.LittleEndian.Uint64(buf[8*j:])
+			}
+			i += m
+		}
 	}
 	return out, nil
 }

@@ -91,7 +91,7 @@ type state struct {
 	maps       []vma
 	startBrk   uint64
 	brk        uint64
-	sigactions [nsig + 1][]byte // rt_sigaction's struct, by signal
+	sigactions [nsig + 1][]byte // rt_sigaction's struct, by signal; nil: the default action
 	sigmask    []byte
 	altstack   []byte
 	itimers    [3][]byte
@@ -156,6 +156,10 @@ func inspect(s *tracee) (*state, error) {
 	if st.xstate, err = s.getXstate(); err != nil {
 		return nil, err
 	}
+	handled, err := handledSignals(s.pid)
+	if err != nil {
+		return nil, err
+	}
 	b, err := s.call(unix.SYS_BRK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("brk: %w", err)
@@ -172,6 +176,9 @@ func inspect(s *tracee) (*state, error) {
 	}
 	err = func() error {
 		for sig := 1; sig <= nsig; sig++ {
+			if handled&sigBit(sig) == 0 {
+				continue
+			}
 			if _, err := s.call(unix.SYS_RT_SIGACTION, uintptr(sig), 0, scratch, 8); err != nil {
 				if err == unix.EINVAL {
 					continue
@@ -215,6 +222,40 @@ func inspect(s *tracee) (*state, error) {
 	}
 	return st, nil
 }
+
+// handledSignals is the set of pid's signals whose action is not the
+// default, as /proc/PID/status shows them (SigIgn, SigCgt), and SIGCHLD,
+// whose flags matter even at the default action (SA_NOCLDWAIT). The
+// others are at the default action, whose flags and mask do nothing
+// until a handler is set, which sets its own: a fork carries them as
+// the default, and so skips two injected calls for each.
+func handledSignals(pid int) (uint64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	set := sigBit(int(unix.SIGCHLD))
+	found := 0
+	for _, line := range strings.Split(string(status), "\n") {
+		for _, field := range []string{"SigIgn:", "SigCgt:"} {
+			if v, ok := strings.CutPrefix(line, field); ok {
+				m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+				if err != nil {
+					return 0, fmt.Errorf("/proc/%d/status: %s %w", pid, field, err)
+				}
+				set |= m
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		return 0, fmt.Errorf("/proc/%d/status shows no SigIgn and SigCgt", pid)
+	}
+	return set, nil
+}
+
+// sigBit is signal sig's bit in a mask of /proc/PID/status.
+func sigBit(sig int) uint64 { return 1 << (sig - 1) }
 
 // readProc reads what /proc shows of st.pid: umask, working directory,
 // name, descriptors, rlimits.
@@ -661,8 +702,18 @@ func (b *builder) descriptors(keepFd int) error {
 // signals gives d the source's dispositions, mask and alternate stack.
 func (b *builder) signals() error {
 	d, st := b.d, b.st
+	// The signals whose action is not the default in either: the source's
+	// are set, the fork's own others reset to the default.
+	handled, err := handledSignals(d.pid)
+	if err != nil {
+		return err
+	}
+	dfl := make([]byte, 32)
 	for sig := 1; sig <= nsig; sig++ {
 		act := st.sigactions[sig]
+		if act == nil && handled&sigBit(sig) != 0 {
+			act = dfl
+		}
 		if act == nil || sig == int(unix.SIGKILL) || sig == int(unix.SIGSTOP) {
 			continue
 		}
@@ -775,18 +826,31 @@ func (b *builder) plan() (*pagePlan, error) {
 	if ss, ds := findPath(b.st.maps, "[stack]"), findPath(dmaps, "[stack]"); ds != nil && ds.start < ss.start {
 		p.drop = append(p.drop, span{ds.start, ss.start}) // below the source's stack: never written there
 	}
+	var vs []vma
 	for _, v := range b.st.maps {
 		if v.shared() || v.special() && v.path != "[heap]" && v.path != "[stack]" {
 			continue // shared files hold their own pages; the kernel's mappings are the same
 		}
-		sp, err := readPagemap(spm, v.start, v.end)
-		if err != nil {
-			return nil, err
-		}
-		dp, err := readPagemap(dpm, v.start, v.end)
-		if err != nil {
-			return nil, err
-		}
+		vs = append(vs, v)
+	}
+	// Both sides' entries at once: the kernel's walk of the page tables
+	// is most of a fork's time.
+	var (
+		sps  [][]uint64
+		serr error
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		sps, serr = readPagemaps(spm, vs)
+	}()
+	dps, derr := readPagemaps(dpm, vs)
+	<-done
+	if err := errors.Join(serr, derr); err != nil {
+		return nil, err
+	}
+	for k, v := range vs {
+		sp, dp := sps[k], dps[k]
 		all := copyAll(v)
 		for i := range sp {
 			a := v.start + uint64(i)*pageSize
