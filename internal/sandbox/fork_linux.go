@@ -15,12 +15,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// copyTimeout bounds a fork's copy of memory and state; forkFileDepth the
-// directory depth of the files it copies.
-const (
-	copyTimeout   = 30 * time.Second
-	forkFileDepth = 128
-)
+// forkFileDepth bounds the directory depth of the files a fork copies.
+const forkFileDepth = 128
+
+// copyTimeout bounds a fork's copy of memory and state: past it the fork
+// is killed and the copy fails. A variable, for the test that tries it.
+var copyTimeout = 30 * time.Second
 
 // afterFork is the first cell a fork runs, unseen: what os.fork does in a
 // child, so that the fork's random numbers (and the locks and threads of

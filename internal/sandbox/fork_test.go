@@ -185,6 +185,93 @@ func TestSessionForkRefused(t *testing.T) {
 	}
 }
 
+// An interpreter that runs caller code between cells (here a signal
+// handler that spins, with no system call, for longer than a fork waits
+// for one) cannot be stopped where a copy can be made: refused, and the
+// session goes on.
+func TestSessionForkRefusedBusy(t *testing.T) {
+	z, parent := forkParent(t)
+	cellOut(t, parent, `
+import signal, time
+x = 1
+def spin(*_):
+    open('/work/spinning', 'w').close()
+    t = time.monotonic()
+    while time.monotonic() - t < 4:   # the vDSO's clock: no system call
+        pass
+signal.signal(signal.SIGALRM, spin)
+signal.setitimer(signal.ITIMER_REAL, 0.2)
+`)
+	deadline := time.Now().Add(slow(20 * time.Second))
+	for {
+		f, _, reason, err := parent.OpenFile("spinning", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reason == "" {
+			f.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the handler did not start between cells")
+		}
+		time.Sleep(10 * time.Millisecond) // polling for a file the sandbox writes
+	}
+	_, err := forkSession(t, z, parent)
+	var refused *transplant.RefusedError
+	if !errors.As(err, &refused) || !strings.Contains(refused.Reason, "busy") {
+		t.Fatalf("Fork: %v, want refused as busy", err)
+	}
+	if got := cellOut(t, parent, "print(x)"); got != "1\n" {
+		t.Fatalf("parent after a refused fork printed %q", got)
+	}
+	fork := mustFork(t, z, parent)
+	if got := cellOut(t, fork, "print(x + 1)"); got != "2\n" {
+		t.Fatalf("fork printed %q", got)
+	}
+}
+
+// A fork is made on its parent's zygote: a session started on another
+// (the sessions' zygote restarted since) is refused, and both go on.
+func TestSessionForkRefusedOtherZygote(t *testing.T) {
+	z, parent := forkParent(t)
+	other := newTestZygote(t, newTestEngine(t, nil), "numpy")
+	cellOut(t, parent, "x = 1")
+	_, err := forkSession(t, other, parent)
+	var refused *transplant.RefusedError
+	if !errors.As(err, &refused) || !strings.Contains(refused.Reason, "zygote") {
+		t.Fatalf("Fork onto another zygote's session: %v, want refused", err)
+	}
+	if got := cellOut(t, mustFork(t, z, parent), "print(x)"); got != "1\n" {
+		t.Fatalf("fork printed %q", got)
+	}
+}
+
+// A copy that outlasts copyTimeout is abandoned, its fork killed; the
+// parent goes on as it was, and forks once copies are quick again.
+func TestSessionForkTimeout(t *testing.T) {
+	z, parent := forkParent(t)
+	cellOut(t, parent, "x = 1")
+	old := copyTimeout
+	copyTimeout = time.Nanosecond
+	dst, err := forkSession(t, z, parent)
+	copyTimeout = old
+	if err == nil {
+		t.Fatal("Fork within a nanosecond succeeded")
+	}
+	select {
+	case <-dst.dead:
+	case <-time.After(slow(10 * time.Second)):
+		t.Errorf("the abandoned fork is alive (Fork: %v)", err)
+	}
+	if got := cellOut(t, parent, "x += 1\nprint(x)"); got != "2\n" {
+		t.Fatalf("parent after an abandoned fork printed %q", got)
+	}
+	if got := cellOut(t, mustFork(t, z, parent), "print(x)"); got != "2\n" {
+		t.Fatalf("fork printed %q", got)
+	}
+}
+
 // A fork outlives its parent, and forks again.
 func TestSessionForkOutlivesParent(t *testing.T) {
 	z, parent := forkParent(t)
