@@ -234,6 +234,7 @@ func (m *Manager) Create(ctx context.Context, owner, quota string, req Request) 
 			m.release(quota)
 		}
 	}()
+	defer m.nudgeRefill()
 	s, z, err := m.kernel(ctx)
 	if err != nil {
 		return nil, err
@@ -299,6 +300,7 @@ func (m *Manager) Fork(ctx context.Context, owner, quota, id string) (*Info, err
 			m.release(quota)
 		}
 	}()
+	defer m.nudgeRefill()
 	s, z, err := m.kernel(ctx)
 	if err != nil {
 		return nil, err
@@ -330,9 +332,10 @@ func (m *Manager) Fork(ctx context.Context, owner, quota, id string) (*Info, err
 }
 
 // kernel returns a started kernel for a new session: a ready one if
-// there is one whose zygote lives, else one started now.
+// there is one whose zygote lives, else one started now. Its caller
+// nudges the refill once done with it: a kernel started meanwhile would
+// take the CPU the caller's session is waiting on.
 func (m *Manager) kernel(ctx context.Context) (*sandbox.Session, *sandbox.Zygote, error) {
-	defer m.nudgeRefill()
 	for {
 		select {
 		case k := <-m.ready:

@@ -22,9 +22,6 @@ type tracee struct {
 	// calls run.
 	saved  unix.PtraceRegs
 	gadget uint64
-	// atEntry is set while the tracee is stopped at an injected call's
-	// entry.
-	atEntry bool
 	// held are signals that arrived while traced: held back, and sent
 	// again once the process is let go.
 	held []unix.Signal
@@ -179,9 +176,10 @@ func (t *tracee) toSyscallStop() error {
 }
 
 // call makes the tracee run system call nr with args and returns its
-// result. The tracee runs nothing else: its registers are set, it is
-// stopped at the call's entry (where the call is checked to be nr at the
-// gadget) and at its exit.
+// result. The tracee runs nothing else: its registers are set to the
+// call at the gadget, and it is single-stepped over that one instruction
+// (one stop a call, where stopping at the call's entry and exit would be
+// two), then checked to have made nr there.
 func (t *tracee) call(nr uintptr, args ...uintptr) (uintptr, error) {
 	r := t.saved
 	r.Rip, r.Rax, r.Orig_rax = t.gadget, uint64(nr), ^uint64(0)
@@ -193,10 +191,9 @@ func (t *tracee) call(nr uintptr, args ...uintptr) (uintptr, error) {
 	if err := unix.PtraceSetRegs(t.pid, &r); err != nil {
 		return 0, fmt.Errorf("set registers of %d: %w", t.pid, err)
 	}
-	if err := t.toSyscallStop(); err != nil {
+	if err := t.stepOver(); err != nil {
 		return 0, err
 	}
-	t.atEntry = true
 	var got unix.PtraceRegs
 	if err := unix.PtraceGetRegs(t.pid, &got); err != nil {
 		return 0, err
@@ -204,17 +201,31 @@ func (t *tracee) call(nr uintptr, args ...uintptr) (uintptr, error) {
 	if got.Orig_rax != uint64(nr) || got.Rip != t.gadget+2 {
 		return 0, fmt.Errorf("process %d made system call %d at %#x, not %d", t.pid, int64(got.Orig_rax), got.Rip, nr)
 	}
-	if err := t.toSyscallStop(); err != nil {
-		return 0, err
-	}
-	t.atEntry = false
-	if err := unix.PtraceGetRegs(t.pid, &got); err != nil {
-		return 0, err
-	}
 	if ret := int64(got.Rax); ret < 0 && ret > -4096 {
 		return 0, syscall.Errno(-ret)
 	}
 	return uintptr(got.Rax), nil
+}
+
+// stepOver resumes the tracee for one instruction, the system call at
+// the gadget, holding back any other signal that arrives meanwhile.
+func (t *tracee) stepOver() error {
+	for {
+		if err := unix.PtraceSingleStep(t.pid); err != nil {
+			return fmt.Errorf("ptrace singlestep %d: %w", t.pid, err)
+		}
+		ws, err := t.wait()
+		if err != nil {
+			return err
+		}
+		switch sig := ws.StopSignal(); {
+		case sig == unix.SIGTRAP:
+			return nil
+		case int(ws)>>16 != 0:
+		default:
+			t.held = append(t.held, sig)
+		}
+	}
 }
 
 // restartRegs are registers r, taken at a stop in a system call, set to
@@ -239,16 +250,7 @@ func restartRegs(r unix.PtraceRegs) (unix.PtraceRegs, error) {
 // and sends it again the signals held back.
 func (t *tracee) release(regs *unix.PtraceRegs) error {
 	var err error
-	if t.atEntry { // let the call be a getpid: a call of number -1 is one seccomp kills for
-		var r unix.PtraceRegs
-		if err = unix.PtraceGetRegs(t.pid, &r); err == nil {
-			r.Orig_rax = unix.SYS_GETPID
-			if err = unix.PtraceSetRegs(t.pid, &r); err == nil {
-				err = t.toSyscallStop()
-			}
-		}
-	}
-	if regs != nil && err == nil {
+	if regs != nil {
 		err = unix.PtraceSetRegs(t.pid, regs)
 	}
 	if derr := unix.PtraceDetach(t.pid); derr != nil && err == nil {
