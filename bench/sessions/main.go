@@ -8,7 +8,8 @@
 //   - exec: a cell (x += 1) in a live session, against the same bare start;
 //   - fork: POST /v1/sessions/{id}/fork until its 201, of a session that
 //     holds little and of one holding a 16 MiB pandas DataFrame, against
-//     the same bare start (which holds nothing);
+//     the same bare start (which holds nothing), and next to it what the
+//     fork saves its caller: a new session, and the cell again;
 //   - memory: the PSS that 50 idle sessions (each has run one cell) add to
 //     the server's process tree, against 50 bare python3 interpreters
 //     idling, each having run the same line.
@@ -134,6 +135,10 @@ func run() error {
 	if err := srv.Delete("/v1/sessions/" + data.SessionID); err != nil {
 		return err
 	}
+	rebuild, err := rebuilds(srv)
+	if err != nil {
+		return err
+	}
 
 	fmt.Printf("boxer %s, %s; python %s\n\n", version(bin), time.Now().UTC().Format(time.RFC3339), pyVersion())
 	fmt.Printf("latency                          bare python3 -c pass p50   boxer p50    ratio\n")
@@ -145,6 +150,7 @@ func run() error {
 	row("session exec (x += 1)", exec)
 	row("session fork (small state)", fork)
 	row(fmt.Sprintf("session fork (%s)", dataDesc), forkData)
+	row("  or new session + its cell", rebuild)
 
 	// Memory: what idle sessions add to the server's tree.
 	before, err := treePSS(srv.Cmd.Process.Pid)
@@ -201,6 +207,32 @@ func forks(srv *served.Server, id, expr, want string) ([]time.Duration, error) {
 			return nil, fmt.Errorf("fork %d of %s: %s gave %+v, want %s", i, id, expr, c.Result, want)
 		}
 		if err := srv.Delete("/v1/sessions/" + f.SessionID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// rebuilds times what a fork of the DataFrame's session saves: a new
+// session and the cell that makes the DataFrame again.
+func rebuilds(srv *served.Server) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := 0; i < *n; i++ {
+		var s info
+		d, err := srv.Post("/v1/sessions", map[string]any{"memory_mb": 512}, &s)
+		if err != nil {
+			return nil, err
+		}
+		var c cell
+		e, err := srv.Post("/v1/sessions/"+s.SessionID+"/exec", map[string]any{"code": dataFrame + "\nint(df.x.sum())", "timeout_seconds": 120}, &c)
+		if err != nil {
+			return nil, err
+		}
+		if c.Result.Status != "ok" {
+			return nil, fmt.Errorf("rebuild %d: %+v", i, c.Result)
+		}
+		out = append(out, d+e)
+		if err := srv.Delete("/v1/sessions/" + s.SessionID); err != nil {
 			return nil, err
 		}
 	}
