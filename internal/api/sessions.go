@@ -190,16 +190,23 @@ func (s *Server) sessionError(w http.ResponseWriter, r *http.Request, err error)
 
 func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	m, req, size, ok := sessionCall(s, w, r, s.cfg.MaxRunBodyBytes, decodeSessionCreate)
-	if !ok {
-		return
+	if ok {
+		s.makeSession(w, r, size, func(ctx context.Context) (*session.Info, error) {
+			return m.Create(ctx, sessionOwner(r), sessionQuota(r), *req)
+		})
 	}
+}
+
+// makeSession answers a call that makes a session, a start or a fork:
+// make runs in a run slot, and its session is the 201's body.
+func (s *Server) makeSession(w http.ResponseWriter, r *http.Request, size int64, make func(context.Context) (*session.Info, error)) {
 	release, ctx, e := s.admit(r, size)
 	if e != nil {
 		s.writeError(w, r, e)
 		return
 	}
 	defer release()
-	info, err := m.Create(ctx, sessionOwner(r), sessionQuota(r), *req)
+	info, err := make(ctx)
 	if err != nil {
 		s.sessionError(w, r, err)
 		return
@@ -336,22 +343,11 @@ func newSessionExecResponse(res *session.ExecResult) SessionExecResponse {
 
 func (s *Server) handleSessionFork(w http.ResponseWriter, r *http.Request) {
 	m, _, size, ok := sessionCall(s, w, r, s.cfg.MaxExecBodyBytes, decodeSessionFork)
-	if !ok {
-		return
+	if ok {
+		s.makeSession(w, r, size, func(ctx context.Context) (*session.Info, error) {
+			return m.Fork(ctx, sessionOwner(r), sessionQuota(r), r.PathValue("session_id"))
+		})
 	}
-	release, ctx, e := s.admit(r, size)
-	if e != nil {
-		s.writeError(w, r, e)
-		return
-	}
-	defer release()
-	info, err := m.Fork(ctx, sessionOwner(r), sessionQuota(r), r.PathValue("session_id"))
-	if err != nil {
-		s.sessionError(w, r, err)
-		return
-	}
-	stateOf(r).ran = true
-	writeJSON(w, s.log, http.StatusCreated, newSessionInfo(info))
 }
 
 // decodeSessionFork accepts no body, or an empty object.

@@ -38,6 +38,16 @@ func mustFork(t *testing.T, z *Zygote, s *Session) *Session {
 	return fork
 }
 
+// wantRefused fails the test unless err is a refusal whose reason
+// mentions reason.
+func wantRefused(t *testing.T, err error, reason string) {
+	t.Helper()
+	var refused *transplant.RefusedError
+	if !errors.As(err, &refused) || !strings.Contains(refused.Reason, reason) {
+		t.Fatalf("Fork: %v, want refused for %s", err, reason)
+	}
+}
+
 // cellOut runs code in s and returns its stdout, failing on anything but
 // a clean exit.
 func cellOut(t *testing.T, s *Session, code string) string {
@@ -166,10 +176,7 @@ func TestSessionForkRefused(t *testing.T) {
 			parent := newTestSession(t, z, nil)
 			cellOut(t, parent, "x = 1\n"+c.setup)
 			_, err := forkSession(t, z, parent)
-			var refused *transplant.RefusedError
-			if !errors.As(err, &refused) || !strings.Contains(refused.Reason, c.reason) {
-				t.Fatalf("Fork: %v, want refused for %s", err, c.reason)
-			}
+			wantRefused(t, err, c.reason)
 			cellOut(t, parent, c.undo)
 			if got := cellOut(t, parent, "print(x)"); got != "1\n" {
 				t.Fatalf("parent after a refused fork printed %q", got)
@@ -218,10 +225,7 @@ signal.setitimer(signal.ITIMER_REAL, 0.2)
 		time.Sleep(10 * time.Millisecond) // polling for a file the sandbox writes
 	}
 	_, err := forkSession(t, z, parent)
-	var refused *transplant.RefusedError
-	if !errors.As(err, &refused) || !strings.Contains(refused.Reason, "busy") {
-		t.Fatalf("Fork: %v, want refused as busy", err)
-	}
+	wantRefused(t, err, "busy")
 	if got := cellOut(t, parent, "print(x)"); got != "1\n" {
 		t.Fatalf("parent after a refused fork printed %q", got)
 	}
@@ -238,10 +242,7 @@ func TestSessionForkRefusedOtherZygote(t *testing.T) {
 	other := newTestZygote(t, newTestEngine(t, nil), "numpy")
 	cellOut(t, parent, "x = 1")
 	_, err := forkSession(t, other, parent)
-	var refused *transplant.RefusedError
-	if !errors.As(err, &refused) || !strings.Contains(refused.Reason, "zygote") {
-		t.Fatalf("Fork onto another zygote's session: %v, want refused", err)
-	}
+	wantRefused(t, err, "zygote")
 	if got := cellOut(t, mustFork(t, z, parent), "print(x)"); got != "1\n" {
 		t.Fatalf("fork printed %q", got)
 	}

@@ -225,38 +225,50 @@ func (m *Manager) Create(ctx context.Context, owner, quota string, req Request) 
 	if err != nil {
 		return nil, err
 	}
-	if err := m.reserve(quota); err != nil {
-		return nil, err
-	}
-	reserved := true
-	defer func() {
-		if reserved {
-			m.release(quota)
-		}
-	}()
 	defer m.nudgeRefill()
-	s, z, err := m.kernel(ctx)
+	s, z, err := m.place(ctx, quota, lim)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.SetLimits(lim); err != nil {
-		s.Close()
-		return nil, err
-	}
 	if err := s.WriteFiles(req.Files); err != nil {
-		s.Close()
+		m.abandon(quota, s)
 		return nil, err
 	}
-	reserved = false
 	return m.add(ctx, &entry{owner: owner, quota: quota, s: s, z: z, idle: idle, life: life, limits: lim})
 }
 
-// add records e, a session made on a place reserve took for e.quota, and
-// makes it live; on an error it closes e's sandbox and frees the place.
+// place takes a place within the caps for quota's new session and a
+// started kernel for it, on limits lim. The caller hands both to add, or
+// gives them up with abandon; on an error it holds neither. Its caller
+// nudges the refill of the ready kernels once done.
+func (m *Manager) place(ctx context.Context, quota string, lim boxer.Limits) (*sandbox.Session, *sandbox.Zygote, error) {
+	if err := m.reserve(quota); err != nil {
+		return nil, nil, err
+	}
+	s, z, err := m.kernel(ctx)
+	if err == nil {
+		if err = s.SetLimits(lim); err != nil {
+			s.Close()
+		}
+	}
+	if err != nil {
+		m.release(quota)
+		return nil, nil, err
+	}
+	return s, z, nil
+}
+
+// abandon gives up a place and kernel that place took.
+func (m *Manager) abandon(quota string, s *sandbox.Session) {
+	s.Close()
+	m.release(quota)
+}
+
+// add records e, a session made on what place took for e.quota, and
+// makes it live; on an error it abandons them.
 func (m *Manager) add(ctx context.Context, e *entry) (*Info, error) {
 	fail := func(err error) (*Info, error) {
-		e.s.Close()
-		m.release(e.quota)
+		m.abandon(e.quota, e.s)
 		return nil, err
 	}
 	id, err := newID()
@@ -291,29 +303,16 @@ func (m *Manager) Fork(ctx context.Context, owner, quota, id string) (*Info, err
 	if err != nil {
 		return nil, err
 	}
-	if err := m.reserve(quota); err != nil {
-		return nil, err
-	}
-	reserved := true
-	defer func() {
-		if reserved {
-			m.release(quota)
-		}
-	}()
 	defer m.nudgeRefill()
-	s, z, err := m.kernel(ctx)
+	s, z, err := m.place(ctx, quota, parent.limits)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.SetLimits(parent.limits); err != nil {
-		s.Close()
 		return nil, err
 	}
 	parent.touch(1) // not idle while it is copied
 	err = parent.s.Fork(ctx, s)
 	parent.touch(-1)
 	if err != nil {
-		s.Close()
+		m.abandon(quota, s)
 		var refused *transplant.RefusedError
 		switch {
 		case errors.As(err, &refused):
@@ -327,14 +326,13 @@ func (m *Manager) Fork(ctx context.Context, owner, quota, id string) (*Info, err
 		}
 		return nil, err
 	}
-	reserved = false
 	return m.add(ctx, &entry{owner: owner, quota: quota, s: s, z: z, idle: parent.idle, life: parent.life, limits: parent.limits})
 }
 
 // kernel returns a started kernel for a new session: a ready one if
 // there is one whose zygote lives, else one started now. Its caller
-// nudges the refill once done with it: a kernel started meanwhile would
-// take the CPU the caller's session is waiting on.
+// nudges the refill once its session is made: a kernel started meanwhile
+// would take the CPU the new session waits on.
 func (m *Manager) kernel(ctx context.Context) (*sandbox.Session, *sandbox.Zygote, error) {
 	for {
 		select {
