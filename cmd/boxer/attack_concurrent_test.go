@@ -48,7 +48,8 @@ print(do(lambda: s.connect("\0`+name+`")))`)
 // one zygote).
 func abstractBetweenRuns(t *testing.T, a *attacker, in observe.Instance, path string) {
 	name := fmt.Sprintf("boxer-attack-%d-%s", os.Getpid(), path)
-	listener := `s = socket.socket(socket.AF_UNIX); s.bind("\0` + name + `"); s.listen(8); s.settimeout(1.5)
+	listener := `s = socket.socket(socket.AF_UNIX); s.bind("\0` + name + `"); s.listen(8)
+s.settimeout(` + fmt.Sprint(float64(attackTimeout)/2) + `)  # the neighbour's window: half the run's time limit
 try:
     s.accept(); print("accepted")
 except TimeoutError: print("nobody came")`
