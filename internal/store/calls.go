@@ -98,7 +98,7 @@ func (s *Store) FlushCalls(ctx context.Context) error {
 }
 
 func (s *Store) writeCalls(ctx context.Context, calls []Call) (retErr error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -107,8 +107,8 @@ func (s *Store) writeCalls(ctx context.Context, calls []Call) (retErr error) {
 			_ = tx.Rollback()
 		}
 	}()
-	stmt, err := tx.PrepareContext(ctx, `
-INSERT INTO calls (at, route, status, ran, duration_us, payer) VALUES (?, ?, ?, ?, ?, ?)`)
+	stmt, err := tx.PrepareContext(ctx, tx.d.rebind(`
+INSERT INTO calls (at, route, status, ran, duration_us, payer) VALUES (?, ?, ?, ?, ?, ?)`))
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ INSERT INTO calls (at, route, status, ran, duration_us, payer) VALUES (?, ?, ?, 
 	}
 	uses := map[string]*use{}
 	for _, c := range calls {
-		if _, err := stmt.ExecContext(ctx, unixMilli(c.At), c.Route, c.Status, c.Ran, c.Duration.Microseconds(),
+		if _, err := stmt.ExecContext(ctx, unixMilli(c.At), c.Route, c.Status, boolInt(c.Ran), c.Duration.Microseconds(),
 			nullIfEmpty(c.Payer)); err != nil {
 			return err
 		}
@@ -136,7 +136,7 @@ INSERT INTO calls (at, route, status, ran, duration_us, payer) VALUES (?, ?, ?, 
 		}
 	}
 	for id, u := range uses {
-		if _, err := tx.ExecContext(ctx, `UPDATE api_keys SET calls = calls + ?, last_used_at = MAX(COALESCE(last_used_at, 0), ?) WHERE id = ?`,
+		if _, err := tx.exec(ctx, `UPDATE api_keys SET calls = calls + ?, last_used_at = `+tx.d.greatest+`(COALESCE(last_used_at, 0), ?) WHERE id = ?`,
 			u.n, unixMilli(u.last), id); err != nil {
 			return err
 		}
@@ -178,7 +178,7 @@ func (s *Store) Stats(ctx context.Context, since time.Time, recent int) (Stats, 
 		return st, err
 	}
 	// One read transaction, so the figures describe one moment.
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := s.begin(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return st, fmt.Errorf("store: stats: %w", err)
 	}
@@ -190,20 +190,20 @@ func (s *Store) Stats(ctx context.Context, since time.Time, recent int) (Stats, 
 		liveLast   sql.NullInt64
 		liveRuns   int64
 	)
-	if err := tx.QueryRowContext(ctx, `SELECT runs, last_called_at FROM call_totals WHERE id = 1`).Scan(&prunedRuns, &prunedLast); err != nil {
+	if err := tx.queryRow(ctx, `SELECT runs, last_called_at FROM call_totals WHERE id = 1`).Scan(&prunedRuns, &prunedLast); err != nil {
 		return st, fmt.Errorf("store: stats totals: %w", err)
 	}
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM calls WHERE ran = 1`).Scan(&liveRuns); err != nil {
+	if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM calls WHERE ran = 1`).Scan(&liveRuns); err != nil {
 		return st, fmt.Errorf("store: stats runs: %w", err)
 	}
 	st.RunsTotal = prunedRuns + liveRuns
-	if err := tx.QueryRowContext(ctx, `SELECT MAX(at) FROM calls`).Scan(&liveLast); err != nil {
+	if err := tx.queryRow(ctx, `SELECT MAX(at) FROM calls`).Scan(&liveLast); err != nil {
 		return st, fmt.Errorf("store: stats last call: %w", err)
 	}
 	if last := max(prunedLast.Int64, liveLast.Int64); prunedLast.Valid || liveLast.Valid {
 		st.LastCalledAt = fromUnixMilli(last)
 	}
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(DISTINCT payer) FROM calls WHERE at >= ?`,
+	if err := tx.queryRow(ctx, `SELECT COUNT(*), COUNT(DISTINCT payer) FROM calls WHERE at >= ?`,
 		unixMilli(since)).Scan(&st.Calls, &st.UniquePayers); err != nil {
 		return st, fmt.Errorf("store: stats window: %w", err)
 	}
@@ -238,8 +238,8 @@ func (s *Store) Stats(ctx context.Context, since time.Time, recent int) (Stats, 
 }
 
 // eachInt64 runs a query returning one integer column and calls fn per row.
-func eachInt64(ctx context.Context, tx *sql.Tx, fn func(int64), query string, args ...any) error {
-	rows, err := tx.QueryContext(ctx, query, args...)
+func eachInt64(ctx context.Context, tx *txn, fn func(int64), query string, args ...any) error {
+	rows, err := tx.query(ctx, query, args...)
 	if err != nil {
 		return err
 	}
@@ -259,7 +259,7 @@ func eachInt64(ctx context.Context, tx *sql.Tx, fn func(int64), query string, ar
 // into call_totals in the same transaction, so pruning never changes
 // RunsTotal or LastCalledAt.
 func (s *Store) PruneCalls(ctx context.Context, olderThan time.Time) (n int64, retErr error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("store: prune calls: %w", err)
 	}
@@ -269,14 +269,14 @@ func (s *Store) PruneCalls(ctx context.Context, olderThan time.Time) (n int64, r
 		}
 	}()
 	cutoff := unixMilli(olderThan)
-	if _, err := tx.ExecContext(ctx, `
+	if _, err := tx.exec(ctx, `
 UPDATE call_totals SET
 	runs = runs + (SELECT COUNT(*) FROM calls WHERE at < ?1 AND ran = 1),
-	last_called_at = MAX(COALESCE(last_called_at, 0), COALESCE((SELECT MAX(at) FROM calls WHERE at < ?1), 0))
+	last_called_at = `+tx.d.greatest+`(COALESCE(last_called_at, 0), COALESCE((SELECT MAX(at) FROM calls WHERE at < ?1), 0))
 WHERE id = 1 AND EXISTS (SELECT 1 FROM calls WHERE at < ?1)`, cutoff); err != nil {
 		return 0, fmt.Errorf("store: prune calls: fold totals: %w", err)
 	}
-	res, err := tx.ExecContext(ctx, `DELETE FROM calls WHERE at < ?`, cutoff)
+	res, err := tx.exec(ctx, `DELETE FROM calls WHERE at < ?`, cutoff)
 	if err != nil {
 		return 0, fmt.Errorf("store: prune calls: %w", err)
 	}

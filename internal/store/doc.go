@@ -1,5 +1,8 @@
-// Package store is boxer's embedded database: one SQLite file in the data dir
-// (modernc.org/sqlite, pure Go, so the binary stays static).
+// Package store is boxer's database: one SQLite file in the data dir
+// (modernc.org/sqlite, pure Go, so the binary stays static) by default, or
+// a Postgres server (pgx) that many nodes share. The queries are written
+// once, in SQLite's spelling, and rebound for Postgres (db.go); each has
+// its own migrations, and every test of the package runs on both.
 //
 // It holds three things, each in its own file:
 //
@@ -19,5 +22,7 @@
 // A Store is safe for concurrent use. One process owns a database file, and
 // Open enforces it with a lock file: Open releases every job left
 // "running", which is only correct when no other process is running jobs
-// against the same file.
+// against the same file. On Postgres each process is a node with a name
+// (WithNode): jobs and sessions record their node, and a node's Open
+// releases only its own.
 package store

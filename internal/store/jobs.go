@@ -52,9 +52,9 @@ const claimAttempts = 8
 func (s *Store) Claim(ctx context.Context, jobID, reqHash string) (rec *JobRecord, claimed bool, err error) {
 	for range claimAttempts {
 		now := s.now()
-		res, err := s.db.ExecContext(ctx, `
-INSERT INTO jobs (job_id, request_hash, state, created_at) VALUES (?, ?, 'running', ?)
-ON CONFLICT (job_id) DO NOTHING`, jobID, reqHash, unixMilli(now))
+		res, err := s.c().exec(ctx, `
+INSERT INTO jobs (job_id, request_hash, state, created_at, node) VALUES (?, ?, 'running', ?, ?)
+ON CONFLICT (job_id) DO NOTHING`, jobID, reqHash, unixMilli(now), s.node)
 		if err != nil {
 			return nil, false, fmt.Errorf("store: claim job %q: %w", jobID, err)
 		}
@@ -98,7 +98,7 @@ func (s *Store) Finish(ctx context.Context, jobID string, status int, response [
 	if response == nil {
 		response = []byte{} // the schema tells done rows by a non-NULL response
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: finish job %q: %w", jobID, err)
 	}
@@ -109,7 +109,7 @@ func (s *Store) Finish(ctx context.Context, jobID string, status int, response [
 	}()
 	// The update comes first: it takes the write lock, so that no other
 	// writer commits between the budget's reads and its deletes.
-	res, err := tx.ExecContext(ctx, `
+	res, err := tx.exec(ctx, `
 UPDATE jobs SET state = 'done', response = ?, status = ?, finished_at = ?
 WHERE job_id = ? AND state = 'running'`, response, status, unixMilli(s.now()), jobID)
 	if err != nil {
@@ -133,15 +133,15 @@ WHERE job_id = ? AND state = 'running'`, response, status, unixMilli(s.now()), j
 
 // keepBudget deletes the oldest done records but keep until the stored
 // responses fit the result budget.
-func (s *Store) keepBudget(ctx context.Context, tx *sql.Tx, keep string) error {
+func (s *Store) keepBudget(ctx context.Context, tx *txn, keep string) error {
 	var total int64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(length(response)), 0) FROM jobs WHERE state = 'done'`).Scan(&total); err != nil {
+	if err := tx.queryRow(ctx, `SELECT COALESCE(SUM(length(response)), 0) FROM jobs WHERE state = 'done'`).Scan(&total); err != nil {
 		return err
 	}
 	if total <= s.resultBudget {
 		return nil
 	}
-	rows, err := tx.QueryContext(ctx, `
+	rows, err := tx.query(ctx, `
 SELECT job_id, length(response) FROM jobs WHERE state = 'done' AND job_id != ? ORDER BY finished_at, job_id`, keep)
 	if err != nil {
 		return err
@@ -160,7 +160,7 @@ SELECT job_id, length(response) FROM jobs WHERE state = 'done' AND job_id != ? O
 		return err
 	}
 	for _, id := range drop {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE job_id = ?`, id); err != nil {
+		if _, err := tx.exec(ctx, `DELETE FROM jobs WHERE job_id = ?`, id); err != nil {
 			return err
 		}
 	}
@@ -171,7 +171,7 @@ SELECT job_id, length(response) FROM jobs WHERE state = 'done' AND job_id != ? O
 // that failed for a reason of boxer's own, or that the client cancelled. A
 // done record is left alone, and releasing an unknown job is not an error.
 func (s *Store) Release(ctx context.Context, jobID string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM jobs WHERE job_id = ? AND state = 'running'`, jobID); err != nil {
+	if _, err := s.c().exec(ctx, `DELETE FROM jobs WHERE job_id = ? AND state = 'running'`, jobID); err != nil {
 		return fmt.Errorf("store: release job %q: %w", jobID, err)
 	}
 	return nil
@@ -185,7 +185,7 @@ func (s *Store) Get(ctx context.Context, jobID string) (*JobRecord, error) {
 		created  int64
 		finished sql.NullInt64
 	)
-	err := s.db.QueryRowContext(ctx, `
+	err := s.c().queryRow(ctx, `
 SELECT job_id, request_hash, state, response, status, created_at, finished_at FROM jobs WHERE job_id = ?`, jobID).
 		Scan(&rec.JobID, &rec.RequestHash, &state, &rec.Response, &rec.Status, &created, &finished)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -205,18 +205,20 @@ SELECT job_id, request_hash, state, response, status, created_at, finished_at FR
 // PruneJobs deletes done records finished before olderThan and reports how
 // many. Running records are never pruned: their run may still finish.
 func (s *Store) PruneJobs(ctx context.Context, olderThan time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM jobs WHERE state = 'done' AND finished_at < ?`, unixMilli(olderThan))
+	res, err := s.c().exec(ctx, `DELETE FROM jobs WHERE state = 'done' AND finished_at < ?`, unixMilli(olderThan))
 	if err != nil {
 		return 0, fmt.Errorf("store: prune jobs: %w", err)
 	}
 	return res.RowsAffected()
 }
 
-// releaseAllRunning drops every running claim. Open calls it: a record
-// still running when the process starts belongs to a run that died with the
-// previous process, and a retry must be able to run it.
+// releaseAllRunning drops every running claim of this node's. Open calls
+// it: a record still running when the process starts belongs to a run
+// that died with the previous process, and a retry must be able to run
+// it. A SQLite file has one process, whatever its node's name was then.
 func (s *Store) releaseAllRunning(ctx context.Context) (int64, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM jobs WHERE state = 'running'`)
+	q, args := s.mine(`DELETE FROM jobs WHERE state = 'running'`)
+	res, err := s.c().exec(ctx, q, args...)
 	if err != nil {
 		return 0, err
 	}

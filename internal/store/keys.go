@@ -67,7 +67,7 @@ func (s *Store) AddKey(ctx context.Context, name string, ratePerMinute int) (Key
 		return Key{}, "", err
 	}
 	k := Key{ID: id, Name: name, RatePerMinute: ratePerMinute, CreatedAt: s.now().UTC().Truncate(time.Millisecond)}
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO api_keys (id, name, hash, created_at, rate_per_minute) VALUES (?, ?, ?, ?, ?)`,
+	if _, err := s.c().exec(ctx, `INSERT INTO api_keys (id, name, hash, created_at, rate_per_minute) VALUES (?, ?, ?, ?, ?)`,
 		k.ID, k.Name, tokenHash(token), unixMilli(k.CreatedAt), k.RatePerMinute); err != nil {
 		return Key{}, "", fmt.Errorf("store: add key: %w", err)
 	}
@@ -77,7 +77,7 @@ func (s *Store) AddKey(ctx context.Context, name string, ratePerMinute int) (Key
 // RevokeKey revokes key id at once; its token is refused from then on.
 // Revoking a revoked key keeps its first revocation time.
 func (s *Store) RevokeKey(ctx context.Context, id string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`, unixMilli(s.now()), id)
+	res, err := s.c().exec(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`, unixMilli(s.now()), id)
 	if err != nil {
 		return fmt.Errorf("store: revoke key: %w", err)
 	}
@@ -108,7 +108,7 @@ func scanKey(row interface{ Scan(...any) error }) (Key, error) {
 
 // Keys lists every key, revoked ones too, oldest first.
 func (s *Store) Keys(ctx context.Context) ([]Key, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+keyColumns+` FROM api_keys ORDER BY created_at, id`)
+	rows, err := s.c().query(ctx, `SELECT `+keyColumns+` FROM api_keys ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list keys: %w", err)
 	}
@@ -130,7 +130,7 @@ func (s *Store) KeyByToken(ctx context.Context, token string) (Key, error) {
 	if !strings.HasPrefix(token, TokenPrefix) {
 		return Key{}, ErrNoKey
 	}
-	k, err := scanKey(s.db.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE hash = ?`, tokenHash(token)))
+	k, err := scanKey(s.c().queryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE hash = ?`, tokenHash(token)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Key{}, ErrNoKey
 	}
@@ -143,6 +143,6 @@ func (s *Store) KeyByToken(ctx context.Context, token string) (Key, error) {
 // ActiveKeys counts the keys not revoked.
 func (s *Store) ActiveKeys(ctx context.Context) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL`).Scan(&n)
+	err := s.c().queryRow(ctx, `SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL`).Scan(&n)
 	return n, err
 }

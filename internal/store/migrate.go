@@ -7,9 +7,12 @@ import (
 	"time"
 )
 
-// migrations are applied in order, each once, each in its own transaction.
-// migrations[i] brings the schema to version i+1. Append only: an edited
-// migration never runs again on a database that has already applied it.
+// migrations are SQLite's, applied in order, each once, each in its own
+// transaction. migrations[i] brings the schema to version i+1. Append
+// only: an edited migration never runs again on a database that has
+// already applied it. pgMigrations are Postgres's, numbered on their own:
+// Postgres came at SQLite's version 6, and its first migration makes that
+// schema at once. A change to the schema appends to both.
 var migrations = []string{
 	// 1: job records, call log, nonces.
 	`
@@ -88,19 +91,103 @@ CREATE TABLE sessions (
 );
 CREATE INDEX sessions_ended_at ON sessions (ended_at);
 `,
+	// 6: which node runs a job and holds a session, for the databases many
+	// nodes share (Postgres); on a SQLite file, always ''.
+	`
+ALTER TABLE jobs ADD COLUMN node TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN node TEXT NOT NULL DEFAULT '';
+`,
 }
 
-// migrate brings db to the newest schema version this build knows.
-func migrate(ctx context.Context, db *sql.DB, now time.Time) error {
-	if _, err := db.ExecContext(ctx, `
-CREATE TABLE IF NOT EXISTS schema_version (
-	version    INTEGER PRIMARY KEY,
-	applied_at INTEGER NOT NULL
-)`); err != nil {
-		return fmt.Errorf("create schema_version: %w", err)
+var pgMigrations = []string{
+	// 1: SQLite's schema at version 6. Times are BIGINT milliseconds.
+	`
+CREATE TABLE jobs (
+	job_id       TEXT    PRIMARY KEY,
+	request_hash TEXT    NOT NULL,
+	state        TEXT    NOT NULL CHECK (state IN ('running', 'done')),
+	response     BYTEA,
+	status       INTEGER NOT NULL DEFAULT 200,
+	created_at   BIGINT  NOT NULL,
+	finished_at  BIGINT,
+	node         TEXT    NOT NULL DEFAULT '',
+	CHECK ((state = 'done') = (response IS NOT NULL AND finished_at IS NOT NULL))
+);
+CREATE INDEX jobs_done_finished ON jobs (finished_at) WHERE state = 'done';
+CREATE INDEX jobs_running_node ON jobs (node) WHERE state = 'running';
+
+CREATE TABLE calls (
+	id          BIGINT  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	at          BIGINT  NOT NULL,
+	route       TEXT    NOT NULL,
+	status      INTEGER NOT NULL,
+	ran         INTEGER NOT NULL CHECK (ran IN (0, 1)),
+	duration_us BIGINT  NOT NULL,
+	payer       TEXT
+);
+CREATE INDEX calls_at ON calls (at);
+CREATE INDEX calls_ran ON calls (ran, id);
+
+CREATE TABLE call_totals (
+	id             INTEGER PRIMARY KEY CHECK (id = 1),
+	runs           BIGINT  NOT NULL,
+	last_called_at BIGINT
+);
+INSERT INTO call_totals (id, runs, last_called_at) VALUES (1, 0, NULL);
+
+CREATE TABLE nonces (
+	payer   TEXT   NOT NULL,
+	nonce   TEXT   NOT NULL,
+	used_at BIGINT NOT NULL,
+	PRIMARY KEY (payer, nonce)
+);
+CREATE INDEX nonces_used_at ON nonces (used_at);
+
+CREATE TABLE api_keys (
+	id              TEXT    PRIMARY KEY,
+	name            TEXT    NOT NULL,
+	hash            TEXT    NOT NULL UNIQUE,
+	created_at      BIGINT  NOT NULL,
+	revoked_at      BIGINT,
+	rate_per_minute INTEGER NOT NULL CHECK (rate_per_minute >= 0),
+	calls           BIGINT  NOT NULL DEFAULT 0,
+	last_used_at    BIGINT
+);
+
+CREATE TABLE sessions (
+	id         TEXT   PRIMARY KEY,
+	owner      TEXT   NOT NULL,
+	created_at BIGINT NOT NULL,
+	ended_at   BIGINT,
+	end_reason TEXT,
+	node       TEXT   NOT NULL DEFAULT ''
+);
+CREATE INDEX sessions_ended_at ON sessions (ended_at);
+`,
+}
+
+// schemaVersionTable is where each dialect records its migrations.
+var schemaVersionTable = map[string]string{
+	"sqlite":   `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`,
+	"postgres": `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`,
+}
+
+// migrationsOf are d's migrations.
+func migrationsOf(d dialect) []string {
+	if d.name == "postgres" {
+		return pgMigrations
 	}
+	return migrations
+}
+
+// migrationLock is the Postgres advisory lock every migration holds, so
+// that nodes starting at once on an empty database apply each once.
+const migrationLock = 0x626f786572 // "boxer"
+
+// migrate brings db to the newest schema version this build knows.
+func migrate(ctx context.Context, db *sql.DB, d dialect, now time.Time) error {
 	for {
-		done, err := migrateOne(ctx, db, now)
+		done, err := migrateOne(ctx, db, d, now)
 		if err != nil || done {
 			return err
 		}
@@ -108,36 +195,47 @@ CREATE TABLE IF NOT EXISTS schema_version (
 }
 
 // migrateOne applies the next migration, if any, reporting done when the
-// schema is current. Reading the version inside the transaction makes two
-// processes opening one new file at once apply each migration once.
-func migrateOne(ctx context.Context, db *sql.DB, now time.Time) (done bool, retErr error) {
-	tx, err := db.BeginTx(ctx, nil)
+// schema is current. The transaction is the database's alone for writing
+// (SQLite's, from its start) or holds migrationLock (Postgres's), so two
+// processes opening one new database at once apply each migration once.
+func migrateOne(ctx context.Context, db *sql.DB, d dialect, now time.Time) (done bool, retErr error) {
+	sqlTx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, err
 	}
+	tx := conn{sqlTx, d}
 	defer func() {
 		if retErr != nil {
-			tx.Rollback()
+			sqlTx.Rollback()
 		}
 	}()
+	if d.name == "postgres" {
+		if _, err := tx.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, migrationLock); err != nil {
+			return false, fmt.Errorf("lock for migrations: %w", err)
+		}
+	}
+	if _, err := tx.exec(ctx, schemaVersionTable[d.name]); err != nil {
+		return false, fmt.Errorf("create schema_version: %w", err)
+	}
+	migrations := migrationsOf(d)
 	var version int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&version); err != nil {
+	if err := tx.queryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&version); err != nil {
 		return false, fmt.Errorf("read schema version: %w", err)
 	}
 	switch {
 	case version > len(migrations):
 		return false, fmt.Errorf("database schema version %d is newer than this build of boxer knows (%d)", version, len(migrations))
 	case version == len(migrations):
-		return true, tx.Rollback()
+		return true, sqlTx.Commit()
 	}
 	next := version + 1
-	if _, err := tx.ExecContext(ctx, migrations[version]); err != nil {
+	if _, err := tx.exec(ctx, migrations[version]); err != nil {
 		return false, fmt.Errorf("migration %d: %w", next, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version, applied_at) VALUES (?, ?)`, next, unixMilli(now)); err != nil {
+	if _, err := tx.exec(ctx, `INSERT INTO schema_version (version, applied_at) VALUES (?, ?)`, next, unixMilli(now)); err != nil {
 		return false, fmt.Errorf("record migration %d: %w", next, err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := sqlTx.Commit(); err != nil {
 		return false, fmt.Errorf("commit migration %d: %w", next, err)
 	}
 	return false, nil
@@ -146,6 +244,6 @@ func migrateOne(ctx context.Context, db *sql.DB, now time.Time) (done bool, retE
 // SchemaVersion reports the version of the schema the database is at.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	var v int
-	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&v)
+	err := s.c().queryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&v)
 	return v, err
 }

@@ -14,7 +14,7 @@ import (
 // The store compares the strings as given; the caller normalises them (for
 // example, lower-case hex addresses) so that one payment has one spelling.
 func (s *Store) UseNonce(ctx context.Context, payer, nonce string) (fresh bool, err error) {
-	res, err := s.db.ExecContext(ctx, `
+	res, err := s.c().exec(ctx, `
 INSERT INTO nonces (payer, nonce, used_at) VALUES (?, ?, ?)
 ON CONFLICT (payer, nonce) DO NOTHING`, payer, nonce, unixMilli(s.now()))
 	if err != nil {
@@ -31,7 +31,7 @@ ON CONFLICT (payer, nonce) DO NOTHING`, payer, nonce, unixMilli(s.now()))
 // settled (the call failed before it could be served), so the same signed
 // payment may be presented again.
 func (s *Store) ReleaseNonce(ctx context.Context, payer, nonce string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM nonces WHERE payer = ? AND nonce = ?`, payer, nonce); err != nil {
+	if _, err := s.c().exec(ctx, `DELETE FROM nonces WHERE payer = ? AND nonce = ?`, payer, nonce); err != nil {
 		return fmt.Errorf("store: release nonce: %w", err)
 	}
 	return nil
@@ -41,7 +41,7 @@ func (s *Store) ReleaseNonce(ctx context.Context, payer, nonce string) error {
 // Call it with a cutoff older than the longest validity of a payment, so a
 // pruned nonce's payment can no longer be settled anyway.
 func (s *Store) PruneNonces(ctx context.Context, olderThan time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM nonces WHERE used_at < ?`, unixMilli(olderThan))
+	res, err := s.c().exec(ctx, `DELETE FROM nonces WHERE used_at < ?`, unixMilli(olderThan))
 	if err != nil {
 		return 0, fmt.Errorf("store: prune nonces: %w", err)
 	}

@@ -24,8 +24,8 @@ const SessionLost = "lost"
 
 // AddSession records a new open session.
 func (s *Store) AddSession(ctx context.Context, id, owner string, created time.Time) error {
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, owner, created_at) VALUES (?, ?, ?)`,
-		id, owner, unixMilli(created)); err != nil {
+	if _, err := s.c().exec(ctx, `INSERT INTO sessions (id, owner, created_at, node) VALUES (?, ?, ?, ?)`,
+		id, owner, unixMilli(created), s.node); err != nil {
 		return fmt.Errorf("store: add session: %w", err)
 	}
 	return nil
@@ -34,7 +34,7 @@ func (s *Store) AddSession(ctx context.Context, id, owner string, created time.T
 // EndSession records that session id ended at at, for reason; a session
 // already ended keeps its first end.
 func (s *Store) EndSession(ctx context.Context, id, reason string, at time.Time) error {
-	if _, err := s.db.ExecContext(ctx, `UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL`,
+	if _, err := s.c().exec(ctx, `UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL`,
 		unixMilli(at), reason, id); err != nil {
 		return fmt.Errorf("store: end session: %w", err)
 	}
@@ -49,7 +49,7 @@ func (s *Store) Session(ctx context.Context, id string) (_ SessionRecord, found 
 		ended   sql.NullInt64
 		reason  sql.NullString
 	)
-	err := s.db.QueryRowContext(ctx, `SELECT owner, created_at, ended_at, end_reason FROM sessions WHERE id = ?`, id).
+	err := s.c().queryRow(ctx, `SELECT owner, created_at, ended_at, end_reason FROM sessions WHERE id = ?`, id).
 		Scan(&r.Owner, &created, &ended, &reason)
 	if errors.Is(err, sql.ErrNoRows) {
 		return SessionRecord{}, false, nil
@@ -65,11 +65,12 @@ func (s *Store) Session(ctx context.Context, id string) (_ SessionRecord, found 
 	return r, true, nil
 }
 
-// LoseOpenSessions ends every session still open with SessionLost: called
-// at start, when no session of an earlier process can be alive.
+// LoseOpenSessions ends every session of this node's still open with
+// SessionLost: called at start, when no session of an earlier process of
+// the node can be alive.
 func (s *Store) LoseOpenSessions(ctx context.Context, at time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET ended_at = ?, end_reason = ? WHERE ended_at IS NULL`,
-		unixMilli(at), SessionLost)
+	q, args := s.mine(`UPDATE sessions SET ended_at = ?, end_reason = ? WHERE ended_at IS NULL`, unixMilli(at), SessionLost)
+	res, err := s.c().exec(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("store: lose open sessions: %w", err)
 	}
@@ -78,7 +79,7 @@ func (s *Store) LoseOpenSessions(ctx context.Context, at time.Time) (int64, erro
 
 // PruneSessions deletes the records of sessions that ended before before.
 func (s *Store) PruneSessions(ctx context.Context, before time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?`, unixMilli(before))
+	res, err := s.c().exec(ctx, `DELETE FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?`, unixMilli(before))
 	if err != nil {
 		return 0, fmt.Errorf("store: prune sessions: %w", err)
 	}

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
 )
 
 // Errors a caller may switch on with errors.Is.
@@ -32,16 +33,23 @@ const busyTimeout = 10 * time.Second
 
 // maxOpenConns bounds the pool. SQLite serialises writers anyway; a few
 // connections let health queries read (WAL) while a write is in progress.
-const maxOpenConns = 4
+// A Postgres server takes more, from every node: pgMaxOpenConns each.
+const (
+	maxOpenConns   = 4
+	pgMaxOpenConns = 8
+)
 
 // cacheKiB is each connection's SQLite page cache; see dsnParams.
 const cacheKiB = 256
 
-// Store is the embedded database. Create it with Open; Close it when done.
+// Store is boxer's database: the embedded SQLite file, or a Postgres
+// server that many nodes share. Create it with Open; Close it when done.
 type Store struct {
-	db   *sql.DB
-	lock *os.File // held from Open to Close; see lockFile
-	now  func() time.Time
+	db      *sql.DB
+	dialect dialect
+	node    string   // this process's name among the nodes sharing a Postgres store
+	lock    *os.File // a SQLite file's, held from Open to Close; see lockFile
+	now     func() time.Time
 	// resultBudget bounds the done records' responses together (Finish).
 	resultBudget int64
 	calls        callBuffer // calls not yet written (RecordCall)
@@ -64,6 +72,20 @@ func ForAdmin() Option {
 	return func(s *Store) { s.admin = true }
 }
 
+// WithNode names this process among the nodes sharing a Postgres store:
+// the jobs it runs and the sessions it holds are recorded as its, and
+// what it left unfinished is its own to clean up when it starts again.
+// A SQLite file has one process, whose name does not matter.
+func WithNode(name string) Option {
+	return func(s *Store) { s.node = name }
+}
+
+// IsPostgres reports whether dsn names a Postgres database (a postgres://
+// or postgresql:// URL) rather than a SQLite file.
+func IsPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
 // DefaultResultBudget bounds the bytes of every job's stored response
 // together, unless WithResultBudget says otherwise.
 const DefaultResultBudget = 1 << 30
@@ -74,65 +96,108 @@ func WithResultBudget(bytes int64) Option {
 	return func(s *Store) { s.resultBudget = bytes }
 }
 
-// Open opens (creating if needed) the database file at path, applies the
-// migrations it has not seen yet and releases jobs a previous process left
-// running. The directory holding path must exist.
-func Open(path string, opts ...Option) (_ *Store, retErr error) {
-	if path == "" {
-		return nil, errors.New("store: empty database path")
-	}
-	// The driver splits the DSN at the first '?': a path holding one would
-	// be cut short and open the wrong file.
-	if strings.ContainsRune(path, '?') {
-		return nil, fmt.Errorf("store: database path %q contains '?'", path)
-	}
+// Open opens the database dsn names, applies the migrations it has not
+// seen yet and releases jobs a previous process (on a shared database,
+// one of the same node) left running. dsn is a Postgres URL
+// (postgres://user:password@host/db?sslmode=...), or else the path of a
+// SQLite file, created if needed in a directory that must exist.
+func Open(dsn string, opts ...Option) (*Store, error) {
 	s := &Store{now: time.Now, resultBudget: DefaultResultBudget}
 	for _, o := range opts {
 		o(s)
 	}
+	var err error
+	if IsPostgres(dsn) {
+		err = s.openPostgres(dsn)
+	} else {
+		err = s.openSQLite(dsn)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	if err = s.db.PingContext(ctx); err == nil {
+		err = migrate(ctx, s.db, s.dialect, s.now())
+	}
+	if err == nil && !s.admin {
+		_, err = s.releaseAllRunning(ctx)
+	}
+	if err != nil {
+		s.db.Close()
+		if s.lock != nil {
+			s.lock.Close()
+		}
+		return nil, fmt.Errorf("store: open %s: %w", redact(dsn), err)
+	}
+	return s, nil
+}
 
+// mine keeps query q, whose WHERE clause ends it, to this node's rows,
+// with its arguments: on a shared database; a SQLite file has one
+// process, every row its own.
+func (s *Store) mine(q string, args ...any) (string, []any) {
+	if s.dialect.name == "sqlite" {
+		return q, args
+	}
+	return q + " AND node = ?", append(args, s.node)
+}
+
+// redact is dsn without the password a URL may hold, for messages.
+func redact(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && IsPostgres(dsn) {
+		return u.Redacted()
+	}
+	return dsn
+}
+
+// openPostgres connects to the Postgres server dsn names.
+func (s *Store) openPostgres(dsn string) error {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return fmt.Errorf("store: open %s: %w", redact(dsn), err)
+	}
+	db.SetMaxOpenConns(pgMaxOpenConns)
+	db.SetMaxIdleConns(pgMaxOpenConns)
+	db.SetConnMaxIdleTime(time.Minute)
+	s.db, s.dialect = db, postgresDialect
+	return nil
+}
+
+// openSQLite opens the SQLite file at path, taking its lock unless the
+// Store is an admin's.
+func (s *Store) openSQLite(path string) (retErr error) {
+	if path == "" {
+		return errors.New("store: empty database path")
+	}
+	// The driver splits the DSN at the first '?': a path holding one would
+	// be cut short and open the wrong file.
+	if strings.ContainsRune(path, '?') {
+		return fmt.Errorf("store: database path %q contains '?'", path)
+	}
 	if !s.admin {
 		lock, err := lockFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("store: open %s: %w", path, err)
+			return fmt.Errorf("store: open %s: %w", path, err)
 		}
 		s.lock = lock
 		defer func() {
 			if retErr != nil {
 				lock.Close()
+				s.lock = nil
 			}
 		}()
 	}
 	db, err := sql.Open("sqlite", path+"?"+dsnParams().Encode())
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return fmt.Errorf("store: open %s: %w", path, err)
 	}
-	defer func() {
-		if retErr != nil {
-			db.Close()
-		}
-	}()
 	db.SetMaxOpenConns(maxOpenConns)
 	db.SetMaxIdleConns(maxOpenConns)
 	// Connections a burst opened close once idle: an idle server holds one
 	// or two descriptors on the database, not the burst's four pairs.
 	db.SetConnMaxIdleTime(10 * time.Second)
-	s.db = db
-
-	ctx := context.Background()
-	if err := db.PingContext(ctx); err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
-	if err := migrate(ctx, db, s.now()); err != nil {
-		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
-	}
-	if s.admin {
-		return s, nil
-	}
-	if _, err := s.releaseAllRunning(ctx); err != nil {
-		return nil, fmt.Errorf("store: release unfinished jobs: %w", err)
-	}
-	return s, nil
+	s.db, s.dialect = db, sqliteDialect
+	return nil
 }
 
 // dsnParams are applied by the driver to every new connection, which matters

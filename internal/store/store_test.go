@@ -2,10 +2,13 @@ package store
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"boxer/internal/testenv"
 )
 
 // clock is a settable time source for WithClock.
@@ -30,12 +33,38 @@ func (c *clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// openTemp opens a store in a fresh temporary directory and closes it when
-// the test ends. It returns the path so a test can reopen the same file.
-func openTemp(t *testing.T, c *clock) (*Store, string) {
+// testDB makes the databases a test's stores open: SQLite files, or
+// databases on the test process's Postgres server.
+type testDB struct {
+	name string
+	dsn  func(t *testing.T) string
+}
+
+var (
+	sqliteDB   = testDB{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "boxer.db") }}
+	postgresDB = testDB{"postgres", func(t *testing.T) string { return testenv.Postgres(t) }}
+)
+
+// eachStore runs f on each database a Store runs on: every behaviour the
+// store promises holds on both.
+func eachStore(t *testing.T, f func(t *testing.T, db testDB)) {
+	for _, db := range []testDB{sqliteDB, postgresDB} {
+		t.Run(db.name, func(t *testing.T) { f(t, db) })
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.StopPostgres()
+	os.Exit(code)
+}
+
+// openTemp opens a store on a new database, closed when the test ends,
+// and returns its DSN so that a test can open it again.
+func (db testDB) openTemp(t *testing.T, c *clock) (*Store, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "boxer.db")
-	return reopen(t, path, c), path
+	dsn := db.dsn(t)
+	return reopen(t, dsn, c), dsn
 }
 
 func reopen(t *testing.T, path string, c *clock) *Store {
@@ -49,41 +78,43 @@ func reopen(t *testing.T, path string, c *clock) *Store {
 }
 
 func TestOpenMigratesOnceAndReopens(t *testing.T) {
-	c := newClock()
-	s, path := openTemp(t, c)
-	ctx := context.Background()
-	v, err := s.SchemaVersion(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v != len(migrations) {
-		t.Fatalf("schema version = %d, want %d", v, len(migrations))
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		s2 := reopen(t, path, c)
-		v2, err := s2.SchemaVersion(ctx)
+	eachStore(t, func(t *testing.T, db testDB) {
+		c := newClock()
+		s, path := db.openTemp(t, c)
+		ctx := context.Background()
+		v, err := s.SchemaVersion(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v2 != v {
-			t.Fatalf("reopen %d: schema version = %d, want %d", i, v2, v)
+		if v != len(migrationsOf(s.dialect)) {
+			t.Fatalf("schema version = %d, want %d", v, len(migrationsOf(s.dialect)))
 		}
-		var rows int
-		if err := s2.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_version`).Scan(&rows); err != nil {
+		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if rows != len(migrations) {
-			t.Fatalf("reopen %d: %d schema_version rows, want %d (a migration ran twice)", i, rows, len(migrations))
+		for i := range 3 {
+			s2 := reopen(t, path, c)
+			v2, err := s2.SchemaVersion(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v2 != v {
+				t.Fatalf("reopen %d: schema version = %d, want %d", i, v2, v)
+			}
+			var rows int
+			if err := s2.c().queryRow(ctx, `SELECT COUNT(*) FROM schema_version`).Scan(&rows); err != nil {
+				t.Fatal(err)
+			}
+			if rows != len(migrationsOf(s.dialect)) {
+				t.Fatalf("reopen %d: %d schema_version rows, want %d (a migration ran twice)", i, rows, len(migrationsOf(s.dialect)))
+			}
+			s2.Close()
 		}
-		s2.Close()
-	}
+	})
 }
 
 func TestOpenSettings(t *testing.T) {
-	s, _ := openTemp(t, newClock())
+	s, _ := sqliteDB.openTemp(t, newClock())
 	ctx := context.Background()
 	tests := []struct {
 		pragma string
@@ -129,22 +160,24 @@ func TestOpenRejects(t *testing.T) {
 }
 
 func TestOpenRejectsNewerSchema(t *testing.T) {
-	c := newClock()
-	s, path := openTemp(t, c)
-	if _, err := s.db.Exec(`INSERT INTO schema_version (version, applied_at) VALUES (?, 0)`, len(migrations)+1); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	s2, err := Open(path)
-	if err == nil {
-		s2.Close()
-		t.Fatal("Open of a database from a newer boxer succeeded, want an error")
-	}
+	eachStore(t, func(t *testing.T, db testDB) {
+		c := newClock()
+		s, path := db.openTemp(t, c)
+		if _, err := s.c().exec(context.Background(), `INSERT INTO schema_version (version, applied_at) VALUES (?, 0)`, len(migrationsOf(s.dialect))+1); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		s2, err := Open(path)
+		if err == nil {
+			s2.Close()
+			t.Fatal("Open of a database from a newer boxer succeeded, want an error")
+		}
+	})
 }
 
 func TestOpenLocksOutOthers(t *testing.T) {
 	c := newClock()
-	s, path := openTemp(t, c)
+	s, path := sqliteDB.openTemp(t, c)
 	if s2, err := Open(path); err == nil {
 		s2.Close()
 		t.Fatal("a second Open of an open database succeeded")
