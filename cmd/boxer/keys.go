@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
@@ -31,7 +32,9 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := ef.fs
 	var dataDir, name string
 	var perMinute int
+	var database string
 	ef.str(&dataDir, "data-dir", "BOXER_DATA_DIR", "boxer-data", "boxer serve's --data-dir")
+	ef.str(&database, "database", "BOXER_DATABASE", "", "boxer serve's --database")
 	fs.StringVar(&name, "name", "", "add: who or what the key is for")
 	fs.IntVar(&perMinute, "rate", 0, "add: most calls a minute (0: no bound)")
 	if len(args) == 0 {
@@ -50,7 +53,7 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		pos, rest = append(pos, fs.Arg(0)), fs.Args()[1:]
 	}
-	st, err := store.Open(filepath.Join(dataDir, "boxer.db"), store.ForAdmin())
+	st, err := store.Open(databaseDSN(database, dataDir), store.ForAdmin())
 	if err != nil {
 		fmt.Fprintln(stderr, "boxer keys:", err)
 		return 1
@@ -121,4 +124,22 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// databaseDSN is the database boxer opens: the Postgres URL database, or
+// when it is empty the SQLite file in dataDir.
+func databaseDSN(database, dataDir string) string {
+	if database != "" {
+		return database
+	}
+	return filepath.Join(dataDir, "boxer.db")
+}
+
+// defaultNode is the default --node: the machine's (a pod's) name.
+func defaultNode() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "boxer"
+	}
+	return h
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -46,6 +45,8 @@ and refuses to start if any protection it is configured for is not in force.
 type serveConfig struct {
 	Addr          string
 	DataDir       string
+	Database      string
+	Node          string
 	LogLevel      string
 	Metrics       bool
 	MCP           bool
@@ -74,6 +75,8 @@ func serveFlags(ef *envFlags) *serveConfig {
 	c := &serveConfig{API: api.Config{}, Payments: x402.DefaultConfig()}
 	ef.str(&c.Addr, "addr", "BOXER_ADDR", "127.0.0.1:8080", "address to listen on")
 	ef.str(&c.DataDir, "data-dir", "BOXER_DATA_DIR", "boxer-data", "directory for the database (job records, health figures, used payments)")
+	ef.str(&c.Database, "database", "BOXER_DATABASE", "", "a Postgres URL (postgres://user:password@host/db) to share one database among many nodes; empty: a SQLite file in --data-dir")
+	ef.str(&c.Node, "node", "BOXER_NODE", defaultNode(), "this node's name among those sharing --database: in logs and metrics, and on the jobs and sessions it holds; unique to each node")
 	ef.str(&c.LogLevel, "log-level", "BOXER_LOG_LEVEL", "info", "debug, info, warn or error")
 	ef.boolean(&c.Metrics, "metrics", "BOXER_METRICS", false, "serve Prometheus metrics at /metrics")
 	ef.boolean(&c.MCP, "mcp", "BOXER_MCP", true, "serve the MCP tools (run_python, exec) at /mcp, streamable HTTP")
@@ -235,7 +238,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	if m.store, err = store.Open(filepath.Join(c.DataDir, "boxer.db"), store.WithResultBudget(c.ResultBudget)); err != nil {
+	if m.store, err = store.Open(databaseDSN(c.Database, c.DataDir), store.WithResultBudget(c.ResultBudget), store.WithNode(c.Node)); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	if err := m.keyPolicy(ctx); err != nil {
