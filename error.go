@@ -21,6 +21,7 @@ const (
 	ECodeSessionEnded        = "session_ended"
 	ECodeSessionLost         = "session_lost"
 	ECodeForkRefused         = "fork_refused"
+	ECodeRunLost             = "run_lost"
 	ECodeUnauthorized        = "unauthorized"
 	ECodeForbiddenHost       = "forbidden_host"
 	ECodePaymentRequired     = "payment_required"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"boxer/internal/testenv"
 	"fmt"
 	"net/http"
 	"os"
@@ -29,6 +30,7 @@ func docChecked(base http.RoundTripper) http.RoundTripper { return docCheck.Tran
 // TestMain reports how many answers were checked against the document.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	testenv.StopPostgres() // the cluster tests' server
 	if n := docCheck.Validated(); n > 0 {
 		fmt.Printf("openapi: %d answers of the real server validated against /openapi.json\n", n)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,7 @@ type serveConfig struct {
 	DataDir       string
 	Database      string
 	Node          string
+	Advertise     string
 	LogLevel      string
 	Metrics       bool
 	MCP           bool
@@ -76,6 +78,8 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.str(&c.Addr, "addr", "BOXER_ADDR", "127.0.0.1:8080", "address to listen on")
 	ef.str(&c.DataDir, "data-dir", "BOXER_DATA_DIR", "boxer-data", "directory for the database (job records, health figures, used payments)")
 	ef.str(&c.Database, "database", "BOXER_DATABASE", "", "a Postgres URL (postgres://user:password@host/db) to share one database among many nodes; empty: a SQLite file in --data-dir")
+	ef.str(&c.Advertise, "advertise", "BOXER_ADVERTISE", "", "host:port where the other nodes sharing --database reach this one; empty: --addr")
+	ef.duration(&c.API.NodeTimeout, "node-timeout", "BOXER_NODE_TIMEOUT", api.DefaultNodeTimeout, "with --database: how long a node goes unseen before the others end its running jobs (run_lost) and its sessions (session_lost)")
 	ef.str(&c.Node, "node", "BOXER_NODE", defaultNode(), "this node's name among those sharing --database: in logs and metrics, and on the jobs and sessions it holds; unique to each node")
 	ef.str(&c.LogLevel, "log-level", "BOXER_LOG_LEVEL", "info", "debug, info, warn or error")
 	ef.boolean(&c.Metrics, "metrics", "BOXER_METRICS", false, "serve Prometheus metrics at /metrics")
@@ -301,6 +305,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("--webhook-secret: %w", err)
 		}
 	}
+	c.API.NodeAddr = cmp.Or(c.Advertise, c.Addr)
 	if m.api, err = api.New(c.API, deps); err != nil {
 		return err
 	}

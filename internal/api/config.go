@@ -92,6 +92,12 @@ type Config struct {
 	// JobRetention is how long a finished /v1/run-python job is kept for
 	// replay and GET /v1/jobs/{job_id}. Default 24 h.
 	JobRetention time.Duration
+	// NodeAddr is where the other nodes sharing the store reach this one
+	// (host:port), recorded with its heartbeat; NodeTimeout how long a
+	// node goes unseen before the others end what it held (default 30 s).
+	// A node records itself six times a NodeTimeout.
+	NodeAddr    string
+	NodeTimeout time.Duration
 	// PruneInterval is how often old jobs, calls and nonces are deleted.
 	// Default 10 min.
 	PruneInterval time.Duration
@@ -115,6 +121,7 @@ const (
 	DefaultMaxKeptResult    = 8 << 20
 	DefaultAnswerBudget     = 512 << 20
 	DefaultPruneInterval    = 10 * time.Minute
+	DefaultNodeTimeout      = 30 * time.Second
 	DefaultHealthRecentRuns = 1000
 
 	// statsWindow is the marketplaces' window: calls30d, uniquePayers30d.
@@ -171,6 +178,9 @@ func (c Config) WithDefaults() Config {
 	if c.JobRetention == 0 {
 		c.JobRetention = DefaultJobRetention
 	}
+	if c.NodeTimeout == 0 {
+		c.NodeTimeout = DefaultNodeTimeout
+	}
 	if c.PruneInterval == 0 {
 		c.PruneInterval = DefaultPruneInterval
 	}
@@ -210,6 +220,7 @@ func (c Config) Validate() error {
 	check(c.AnswerBudgetBytes >= answerFree, "answer budget %d must be at least %d bytes", c.AnswerBudgetBytes, answerFree)
 	check(c.MaxKeptResultBytes > 0, "max kept result bytes %d must be positive", c.MaxKeptResultBytes)
 	check(c.PruneInterval > 0, "prune interval %s must be positive", c.PruneInterval)
+	check(c.NodeTimeout >= 600*time.Millisecond, "node timeout %s must be at least 600ms", c.NodeTimeout)
 	check(c.HealthRecentRuns > 0, "health recent runs %d must be positive", c.HealthRecentRuns)
 	return errors.Join(errs...)
 }

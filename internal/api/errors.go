@@ -43,7 +43,7 @@ func httpStatus(code string) int {
 		return statusClientClosed
 	case boxer.ECodeBusy, boxer.ECodeUnavailable:
 		return http.StatusServiceUnavailable // 503, with Retry-After
-	case boxer.ECodeInternal:
+	case boxer.ECodeInternal, boxer.ECodeRunLost:
 		return http.StatusInternalServerError // 500
 	}
 	return http.StatusInternalServerError

@@ -114,7 +114,7 @@ func (s *Server) handleRunPython(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		if !s.claim(w, r, jobID, key, hash) {
+		if !s.claim(w, r, jobID, key, hash, req.Async) {
 			s.inflight.leave(key, f)
 			return
 		}
@@ -194,12 +194,22 @@ func (s *Server) jobKey(r *http.Request, jobID string) string {
 // claim has the store give this request jobID's run, or answers with
 // what the store has (the kept result, a conflict, an error) and reports
 // false. The caller owns jobID's flight.
-func (s *Server) claim(w http.ResponseWriter, r *http.Request, jobID, key, hash string) bool {
+func (s *Server) claim(w http.ResponseWriter, r *http.Request, jobID, key, hash string, async bool) bool {
 	rec, claimed, err := s.deps.Store.Claim(r.Context(), key, hash)
-	if err == nil && !claimed && rec.State == store.JobRunning {
-		// Running, yet this process has no flight for it, and the store
-		// is this process's alone (store.Open locks it): the claim was
-		// left by a run that never released it. Take it over.
+	if err == nil && !claimed && rec.State == store.JobRunning && s.elsewhere(rec) {
+		// Another node runs it: wait for its answer, as a request here
+		// waits for this node's own flight.
+		if async {
+			writeJSON(w, s.log, http.StatusAccepted, runningResponse{JobID: jobID, Status: phaseRunning})
+			return false
+		}
+		rec, claimed, err = s.awaitElsewhere(r.Context(), key, hash)
+	}
+	if err == nil && !claimed && rec.State == store.JobRunning && !s.elsewhere(rec) {
+		// Running, yet this process has no flight for it, and the claim
+		// is this node's (on a SQLite file, which store.Open locks, every
+		// claim is): it was left by a run that never released it. Take
+		// it over.
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "taking over a stale job claim",
 			slog.String("request_id", stateOf(r).id), slog.String("job_id", jobID))
 		s.releaseJob(r, key)

@@ -67,13 +67,13 @@ var routeDocs = []routeDoc{
 			`"missing_artifacts":[],"status":"ok","oom_kills":0,"signal":null,"cpu_time_ms":3,"memory_peak_bytes":524288,` +
 			`"timing":{"queue_ms":0,"acquire_ms":0,"run_ms":3,"collect_ms":0}}`),
 		accepted: runningResponse{},
-		errors:   []string{boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept},
+		errors:   []string{boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept, boxer.ECodeRunLost},
 		keyed:    true, run: true, streams: true,
 	},
 	{
 		method: "GET", path: "/v1/jobs/{job_id}", id: "getJob", summary: "A kept run-python result",
 		description: "The stored result of a /v1/run-python request that named job_id: 200 with it, 202 while the run goes on, 404 when unknown or expired, 410 when it was too large to keep.",
-		ok:          RunResponse{}, accepted: runningResponse{}, errors: []string{boxer.ECodeNotFound, boxer.ECodeResultNotKept},
+		ok:          RunResponse{}, accepted: runningResponse{}, errors: []string{boxer.ECodeNotFound, boxer.ECodeResultNotKept, boxer.ECodeRunLost},
 		keyed: true,
 	},
 	{
@@ -291,7 +291,7 @@ var paymentRequiredSchema = map[string]any{
 func allCodes() []string {
 	return []string{boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodeUnsupportedLanguage, boxer.ECodeCodeTooLarge,
 		boxer.ECodePayloadTooLarge, boxer.ECodeUnsupportedMedia, boxer.ECodeRequestTimeout, boxer.ECodeNotFound, boxer.ECodeMethodNotAllowed,
-		boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept, boxer.ECodeSessionBusy, boxer.ECodeSessionEnded, boxer.ECodeSessionLost, boxer.ECodeForkRefused, boxer.ECodeUnauthorized, boxer.ECodeForbiddenHost, boxer.ECodePaymentRequired, boxer.ECodeRateLimited,
+		boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept, boxer.ECodeSessionBusy, boxer.ECodeSessionEnded, boxer.ECodeSessionLost, boxer.ECodeForkRefused, boxer.ECodeRunLost, boxer.ECodeUnauthorized, boxer.ECodeForbiddenHost, boxer.ECodePaymentRequired, boxer.ECodeRateLimited,
 		boxer.ECodeBusy, boxer.ECodeUnavailable, boxer.ECodeInternal}
 }
 

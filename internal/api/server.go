@@ -84,6 +84,7 @@ type Server struct {
 	async       sync.WaitGroup // async jobs' background runs and webhooks
 	stopJanitor chan struct{}
 	janitorDone chan struct{}
+	clusterDone chan struct{} // closed when the heartbeat has stopped (cluster.go)
 	shutdown    sync.Once
 
 	// onWait, when set by a test, is called when a request starts waiting
@@ -112,6 +113,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		inflight:    inflight{jobs: make(map[string]*flight)},
 		stopJanitor: make(chan struct{}),
 		janitorDone: make(chan struct{}),
+		clusterDone: make(chan struct{}),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -128,6 +130,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		maxWait: cfg.QueueTimeout, maxExpected: cfg.MaxQueueWait}, s.metrics.SetRuns)
 	s.answers = newAnswers(cfg.AnswerBudgetBytes)
 	s.routes()
+	if err := s.startCluster(); err != nil {
+		return nil, fmt.Errorf("api: join the cluster: %w", err)
+	}
 	go s.janitor()
 	return s, nil
 }
@@ -215,6 +220,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			<-idle
 		}
 		<-s.janitorDone
+		<-s.clusterDone
 		s.async.Wait() // done: their runs are over or cancelled, their webhooks too
 	})
 	return err

@@ -31,6 +31,7 @@ type JobRecord struct {
 	Status     int
 	CreatedAt  time.Time
 	FinishedAt time.Time // zero while running
+	Node       string    // the node that claimed it
 }
 
 // claimAttempts bounds Claim's retries. A retry is needed only when the row
@@ -68,6 +69,7 @@ ON CONFLICT (job_id) DO NOTHING`, jobID, reqHash, unixMilli(now), s.node)
 				RequestHash: reqHash,
 				State:       JobRunning,
 				CreatedAt:   fromUnixMilli(unixMilli(now)),
+				Node:        s.node,
 			}, true, nil
 		}
 		rec, err := s.Get(ctx, jobID)
@@ -186,8 +188,8 @@ func (s *Store) Get(ctx context.Context, jobID string) (*JobRecord, error) {
 		finished sql.NullInt64
 	)
 	err := s.c().queryRow(ctx, `
-SELECT job_id, request_hash, state, response, status, created_at, finished_at FROM jobs WHERE job_id = ?`, jobID).
-		Scan(&rec.JobID, &rec.RequestHash, &state, &rec.Response, &rec.Status, &created, &finished)
+SELECT job_id, request_hash, state, response, status, created_at, finished_at, node FROM jobs WHERE job_id = ?`, jobID).
+		Scan(&rec.JobID, &rec.RequestHash, &state, &rec.Response, &rec.Status, &created, &finished, &rec.Node)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: job %q: %w", jobID, ErrNotFound)
 	}
@@ -212,13 +214,12 @@ func (s *Store) PruneJobs(ctx context.Context, olderThan time.Time) (int64, erro
 	return res.RowsAffected()
 }
 
-// releaseAllRunning drops every running claim of this node's. Open calls
-// it: a record still running when the process starts belongs to a run
+// releaseAllRunning drops every running claim. Open calls it on a SQLite
+// file: a record still running when the process starts belongs to a run
 // that died with the previous process, and a retry must be able to run
-// it. A SQLite file has one process, whatever its node's name was then.
+// it. (On a shared database a node ends its own with EndOwn instead.)
 func (s *Store) releaseAllRunning(ctx context.Context) (int64, error) {
-	q, args := s.mine(`DELETE FROM jobs WHERE state = 'running'`)
-	res, err := s.c().exec(ctx, q, args...)
+	res, err := s.c().exec(ctx, `DELETE FROM jobs WHERE state = 'running'`)
 	if err != nil {
 		return 0, err
 	}

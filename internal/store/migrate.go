@@ -97,6 +97,16 @@ CREATE INDEX sessions_ended_at ON sessions (ended_at);
 ALTER TABLE jobs ADD COLUMN node TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN node TEXT NOT NULL DEFAULT '';
 `,
+	// 7: the nodes sharing the database, each with when it was last seen:
+	// one not seen for a while is dead, and what it held ends.
+	`
+CREATE TABLE nodes (
+	name       TEXT    PRIMARY KEY,
+	addr       TEXT    NOT NULL,
+	started_at INTEGER NOT NULL,
+	seen_at    INTEGER NOT NULL
+);
+`,
 }
 
 var pgMigrations = []string{
@@ -163,6 +173,15 @@ CREATE TABLE sessions (
 	node       TEXT   NOT NULL DEFAULT ''
 );
 CREATE INDEX sessions_ended_at ON sessions (ended_at);
+`,
+	// 2: SQLite's 7.
+	`
+CREATE TABLE nodes (
+	name       TEXT   PRIMARY KEY,
+	addr       TEXT   NOT NULL,
+	started_at BIGINT NOT NULL,
+	seen_at    BIGINT NOT NULL
+);
 `,
 }
 

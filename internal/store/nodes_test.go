@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 )
 
 // openNode opens the Postgres database dsn as node name.
@@ -46,15 +47,20 @@ func TestNodesMigrateOnce(t *testing.T) {
 	}
 }
 
-// A node that starts again releases its own unfinished jobs and loses
-// its own open sessions, and nothing of another node's.
-func TestNodesCleanUpTheirOwn(t *testing.T) {
+// A node that starts again ends its own unfinished jobs (done, with the
+// failure given) and loses its own open sessions, and nothing of another
+// node's; a node not seen for long enough has its own ended by another,
+// and is forgotten.
+func TestNodesEndTheirOwnAndTheDead(t *testing.T) {
 	dsn, c, ctx := postgresDB.dsn(t), newClock(), context.Background()
-	a, b := openNode(t, dsn, "a", c), openNode(t, dsn, "b", c)
+	a, b, d := openNode(t, dsn, "a", c), openNode(t, dsn, "b", c), openNode(t, dsn, "d", c)
 	for _, n := range []struct {
 		s  *Store
 		id string
-	}{{a, "a"}, {b, "b"}} {
+	}{{a, "a"}, {b, "b"}, {d, "d"}} {
+		if err := n.s.Heartbeat(ctx, n.id+":8080"); err != nil {
+			t.Fatal(err)
+		}
 		if _, claimed, err := n.s.Claim(ctx, "job-"+n.id, "h"); err != nil || !claimed {
 			t.Fatalf("claim on %s: %v %v", n.id, claimed, err)
 		}
@@ -64,20 +70,39 @@ func TestNodesCleanUpTheirOwn(t *testing.T) {
 	}
 	a.Close()
 	a = openNode(t, dsn, "a", c)
-	if n, err := a.LoseOpenSessions(ctx, c.Now()); err != nil || n != 1 {
-		t.Fatalf("LoseOpenSessions on a: %d %v, want 1", n, err)
+	if e, err := a.EndOwn(ctx, 500, []byte(`{"lost":"a"}`)); err != nil || e.Jobs != 1 || e.Sessions != 1 {
+		t.Fatalf("EndOwn on a: %+v %v, want a job and a session", e, err)
 	}
-	if _, err := b.Get(ctx, "job-a"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("a's running job after a restarted: %v, want released", err)
-	}
-	if rec, err := a.Get(ctx, "job-b"); err != nil || rec.State != JobRunning {
-		t.Errorf("b's running job after a restarted: %+v %v, want running", rec, err)
+	if rec, err := b.Get(ctx, "job-a"); err != nil || rec.State != JobDone || rec.Status != 500 || string(rec.Response) != `{"lost":"a"}` {
+		t.Errorf("a's running job after a restarted: %+v %v, want done with the failure", rec, err)
 	}
 	if r, found, err := b.Session(ctx, "ses-a"); err != nil || !found || r.EndReason != SessionLost {
 		t.Errorf("a's session: %+v %v %v, want lost", r, found, err)
 	}
-	if r, found, err := a.Session(ctx, "ses-b"); err != nil || !found || !r.EndedAt.IsZero() {
-		t.Errorf("b's session: %+v %v %v, want open", r, found, err)
+
+	// d stops; b and a go on being seen; past the cutoff, a ends d's.
+	c.Advance(time.Minute)
+	for _, s := range []*Store{a, b} {
+		if err := s.Heartbeat(ctx, s.Node()+":8080"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, err := a.EndDeadNodes(ctx, c.Now().Add(-30*time.Second), 500, []byte(`{"lost":"d"}`))
+	if err != nil || fmt.Sprint(e.Nodes) != "[d]" || e.Jobs != 1 || e.Sessions != 1 {
+		t.Fatalf("EndDeadNodes: %+v %v, want d's job and session", e, err)
+	}
+	if rec, err := b.Get(ctx, "job-d"); err != nil || rec.State != JobDone || string(rec.Response) != `{"lost":"d"}` {
+		t.Errorf("d's job: %+v %v", rec, err)
+	}
+	if rec, err := a.Get(ctx, "job-b"); err != nil || rec.State != JobRunning || rec.Node != "b" {
+		t.Errorf("b's running job: %+v %v, want running on b", rec, err)
+	}
+	if r, _, err := a.Session(ctx, "ses-b"); err != nil || !r.EndedAt.IsZero() {
+		t.Errorf("b's session: %+v %v, want open", r, err)
+	}
+	nodes, err := a.Nodes(ctx)
+	if err != nil || len(nodes) != 2 || nodes[0].Name != "a" || nodes[1].Name != "b" || nodes[1].Addr != "b:8080" {
+		t.Errorf("nodes: %+v %v, want a and b", nodes, err)
 	}
 }
 

@@ -119,8 +119,8 @@ func Open(dsn string, opts ...Option) (*Store, error) {
 	if err = s.db.PingContext(ctx); err == nil {
 		err = migrate(ctx, s.db, s.dialect, s.now())
 	}
-	if err == nil && !s.admin {
-		_, err = s.releaseAllRunning(ctx)
+	if err == nil && !s.admin && !s.Shared() {
+		_, err = s.releaseAllRunning(ctx) // a shared database's node calls EndOwn
 	}
 	if err != nil {
 		s.db.Close()

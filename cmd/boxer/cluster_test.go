@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"boxer/internal/testenv"
+)
+
+// startNodes starts n boxer serve nodes sharing one new Postgres
+// database, named a, b, c..., each with its own state and data dirs.
+func startNodes(t *testing.T, n int, args ...string) []*testServer {
+	t.Helper()
+	dsn, bin := testenv.Postgres(t), boxerBin(t)
+	var nodes []*testServer
+	for i := range n {
+		name := string(rune('a' + i))
+		nodes = append(nodes, startServe(t, bin, stateDir(t), t.TempDir(),
+			append([]string{"--database", dsn, "--node", name}, args...)...))
+	}
+	return nodes
+}
+
+// TestClusterJobRunsOnce: one job_id sent to two nodes at once runs once;
+// both callers get its result, and the health figures are the cluster's.
+func TestClusterJobRunsOnce(t *testing.T) {
+	nodes := startNodes(t, 2)
+	body := `{"files": {"main.py": "import time, uuid\ntime.sleep(1)\nprint(uuid.uuid4())"}, "job_id": "shared-1"}`
+	var (
+		wg  sync.WaitGroup
+		out [2]string
+	)
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, _, m := n.post("/v1/run-python", body)
+			if status != 200 || m["status"] != "ok" {
+				t.Errorf("node %d: %d %v", i, status, m)
+			}
+			out[i], _ = m["stdout"].(string)
+		}()
+	}
+	wg.Wait()
+	if out[0] == "" || out[0] != out[1] {
+		t.Fatalf("two answers of one job_id: %q and %q, want one run's", out[0], out[1])
+	}
+	// Each node counts the calls of both.
+	for _, n := range nodes {
+		waitFor(t, "the cluster's runs in /v1/health", func() bool {
+			_, _, m := n.get("/v1/health")
+			return m["runsTotal"] == 1.0 && m["calls30d"] == 2.0
+		})
+	}
+}
+
+// TestClusterNodeKilled: a node killed mid-run leaves no job running: once
+// it has gone unseen for --node-timeout, another node ends its job with
+// run_lost, and the same job_id does not run again.
+func TestClusterNodeKilled(t *testing.T) {
+	nodes := startNodes(t, 2, "--node-timeout", "3s")
+	a, b := nodes[0], nodes[1]
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		// Its answer never comes: the node dies under it.
+		resp, err := client.Post(a.url+"/v1/run-python", "application/json",
+			strings.NewReader(`{"files": {"main.py": "import time\ntime.sleep(25)"}, "job_id": "doomed", "timeout_seconds": 30}`))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-started
+	waitFor(t, "the job running on a, seen from b", func() bool {
+		status, _, _ := b.get("/v1/jobs/doomed")
+		return status == 202
+	})
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.done
+	var m map[string]any
+	waitFor(t, "b ends a's job", func() bool {
+		var status int
+		status, _, m = b.get("/v1/jobs/doomed")
+		return status == 500
+	})
+	if field(m, "error", "code") != "run_lost" {
+		t.Fatalf("a's job after a died: %v", m)
+	}
+	status, _, m := b.post("/v1/run-python", `{"files": {"main.py": "import time\ntime.sleep(25)"}, "job_id": "doomed", "timeout_seconds": 30}`)
+	if status != 500 || field(m, "error", "code") != "run_lost" {
+		t.Fatalf("the same job_id again: %d %v, want the stored run_lost", status, m)
+	}
+	if m, _ := json.Marshal(m); !strings.Contains(string(m), "new job_id") {
+		t.Errorf("run_lost does not say what to do: %s", m)
+	}
+}
