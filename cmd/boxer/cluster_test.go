@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"syscall"
@@ -98,4 +99,43 @@ func TestClusterNodeKilled(t *testing.T) {
 	if m, _ := json.Marshal(m); !strings.Contains(string(m), "new job_id") {
 		t.Errorf("run_lost does not say what to do: %s", m)
 	}
+}
+
+// TestClusterSessionForwarded: a session lives on the node that made it;
+// a call to it that reaches another node is forwarded there, forks
+// included, and counted once; once its node is gone, the call answers
+// session_lost.
+func TestClusterSessionForwarded(t *testing.T) {
+	nodes := startNodes(t, 2, "--node-timeout", "3s")
+	a, b := nodes[0], nodes[1]
+	id := a.newSession(`{}`)
+	status, m := b.sessionExec(id, "x = 40", 0)
+	wantCell(t, status, m, map[string]any{"status": "ok"})
+	status, m = b.sessionExec(id, "x + 2", 0)
+	wantCell(t, status, m, map[string]any{"status": "ok", "value": "42"})
+	status, m = a.sessionExec(id, "x", 0)
+	wantCell(t, status, m, map[string]any{"status": "ok", "value": "40"})
+	status, _, f := b.post("/v1/sessions/"+id+"/fork", `{}`)
+	if status != 201 {
+		t.Fatalf("fork through b: %d %v", status, f)
+	}
+	status, m = b.sessionExec(f["session_id"].(string), "x", 0)
+	wantCell(t, status, m, map[string]any{"status": "ok", "value": "40"})
+	waitFor(t, "the session's calls counted once", func() bool {
+		_, _, h := b.get("/v1/health")
+		return h["calls30d"] == 6.0 // a start, four cells, a fork
+	})
+
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.done
+	status, m = b.sessionExec(id, "x", 0)
+	if status != 410 || field(m, "error", "code") != "session_lost" {
+		t.Fatalf("a call to a dead node's session: %d %v", status, m)
+	}
+	waitFor(t, "b ends a's sessions", func() bool {
+		_, _, m = b.get("/v1/sessions/" + id)
+		return strings.Contains(fmt.Sprint(m["error"]), "stopped or restarted")
+	})
 }

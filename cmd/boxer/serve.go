@@ -78,7 +78,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.str(&c.Addr, "addr", "BOXER_ADDR", "127.0.0.1:8080", "address to listen on")
 	ef.str(&c.DataDir, "data-dir", "BOXER_DATA_DIR", "boxer-data", "directory for the database (job records, health figures, used payments)")
 	ef.str(&c.Database, "database", "BOXER_DATABASE", "", "a Postgres URL (postgres://user:password@host/db) to share one database among many nodes; empty: a SQLite file in --data-dir")
-	ef.str(&c.Advertise, "advertise", "BOXER_ADVERTISE", "", "host:port where the other nodes sharing --database reach this one; empty: --addr")
+	ef.str(&c.Advertise, "advertise", "BOXER_ADVERTISE", "", "host:port where the other nodes sharing --database reach this one; empty: the address it listens on")
 	ef.duration(&c.API.NodeTimeout, "node-timeout", "BOXER_NODE_TIMEOUT", api.DefaultNodeTimeout, "with --database: how long a node goes unseen before the others end its running jobs (run_lost) and its sessions (session_lost)")
 	ef.str(&c.Node, "node", "BOXER_NODE", defaultNode(), "this node's name among those sharing --database: in logs and metrics, and on the jobs and sessions it holds; unique to each node")
 	ef.str(&c.LogLevel, "log-level", "BOXER_LOG_LEVEL", "info", "debug, info, warn or error")
@@ -305,7 +305,20 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("--webhook-secret: %w", err)
 		}
 	}
-	c.API.NodeAddr = cmp.Or(c.Advertise, c.Addr)
+	// Listening before the API starts tells it its address (port 0 is
+	// common in tests), which the other nodes reach it at.
+	var ln net.Listener
+	if c.Addr != "" {
+		if ln, err = net.Listen("tcp", c.Addr); err != nil {
+			return err
+		}
+		defer func() {
+			if m.listener == nil {
+				ln.Close()
+			}
+		}()
+		c.API.NodeAddr = cmp.Or(c.Advertise, ln.Addr().String())
+	}
 	if m.api, err = api.New(c.API, deps); err != nil {
 		return err
 	}
@@ -340,13 +353,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("--cors-origins: %w", err)
 	}
 	m.http = &http.Server{Handler: api.HostGuard(c.AllowedHosts, cors.Handler(mux)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		return err
-	}
 	if c.DebugAddr != "" {
 		if err := m.serveDebug(c.DebugAddr); err != nil {
-			ln.Close()
 			return err
 		}
 	}

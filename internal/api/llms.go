@@ -75,7 +75,7 @@ func llmsTxt(info DocInfo, base string, exec, run limitsDoc) string {
 		"Payment missing or invalid (when priced): 402 with PAYMENT-REQUIRED; pay and send PAYMENT-SIGNATURE",
 		"Overload: 503 busy with Retry-After; shutting down: 503 unavailable",
 		"The same job_id with a different request: 409 job_id_conflict",
-		"A cell sent to a session still running another: 409 session_busy; a session that ended (idle, lifetime, deleted, out of memory): 410 session_ended; one lost when the server restarted: 410 session_lost",
+		"A cell sent to a session still running another: 409 session_busy; a session that ended (idle, lifetime, deleted, out of memory): 410 session_ended; one lost when the server holding it stopped or restarted: 410 session_lost; on a cluster any node forwards a session's calls to the node holding it",
 		"A fork of a session that has a thread or process of its own still running, or memory shared with another process: 409 fork_refused; the session goes on unharmed",
 	} {
 		w("- %s\n", f)

@@ -25,8 +25,9 @@ type reqState struct {
 	key      string // the id of the API key the request came with
 	// onRun, if set, is called when the request's run gets its slot.
 	onRun func()
-	// deferred: the call is recorded by its background run, not here.
-	deferred bool
+	// deferred: the call is recorded by its background run, not here;
+	// forwarded: by the node it was forwarded to (forward.go).
+	deferred, forwarded bool
 }
 
 type stateKey struct{}
@@ -151,7 +152,7 @@ func (s *Server) finishRequest(r *http.Request, sw *statusWriter, st *reqState, 
 // x402's first step of nearly every paid call, not a call; a 401 is a
 // caller boxer does not serve.
 func (s *Server) recordCall(r *http.Request, st *reqState, start time.Time, status int, d time.Duration) {
-	if !s.isRunRoute(st.route) || status == http.StatusPaymentRequired || status == http.StatusUnauthorized {
+	if !s.isRunRoute(st.route) || st.forwarded || status == http.StatusPaymentRequired || status == http.StatusUnauthorized {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)

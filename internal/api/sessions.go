@@ -128,12 +128,14 @@ type SessionDeleted struct {
 func (s *Server) sessionRoutes() {
 	s.handle(http.MethodPost, routeSessions, s.guard(routeSessions, s.handleSessionCreate, true))
 	s.handle(http.MethodGet, routeSessions, s.guard(routeSessions+" GET", s.handleSessionList, false))
-	s.handle(http.MethodGet, routeSession, s.guard(routeSession, s.handleSessionGet, false))
-	s.handle(http.MethodDelete, routeSession, s.guard(routeSession, s.handleSessionDelete, false))
-	s.handle(http.MethodPost, routeSessionExec, s.guard(routeSessionExec, s.streamable(s.handleSessionExec), true))
-	s.handle(http.MethodPost, routeSessionFork, s.guard(routeSessionFork, s.handleSessionFork, true))
-	s.handle(http.MethodPost, routeSessionPut, s.guard(routeSessionPut, s.handleSessionPut, false))
-	s.handle(http.MethodGet, routeSessionGet, s.guard(routeSessionGet, s.handleSessionFile, false))
+	// A route of one session is forwarded to its node first (forward.go),
+	// which checks keys and payments itself.
+	s.handle(http.MethodGet, routeSession, s.forwarding(s.guard(routeSession, s.handleSessionGet, false)))
+	s.handle(http.MethodDelete, routeSession, s.forwarding(s.guard(routeSession, s.handleSessionDelete, false)))
+	s.handle(http.MethodPost, routeSessionExec, s.forwarding(s.guard(routeSessionExec, s.streamable(s.handleSessionExec), true)))
+	s.handle(http.MethodPost, routeSessionFork, s.forwarding(s.guard(routeSessionFork, s.handleSessionFork, true)))
+	s.handle(http.MethodPost, routeSessionPut, s.forwarding(s.guard(routeSessionPut, s.handleSessionPut, false)))
+	s.handle(http.MethodGet, routeSessionGet, s.forwarding(s.guard(routeSessionGet, s.handleSessionFile, false)))
 }
 
 // sessionOwner is who may reach the caller's sessions: its API key, or

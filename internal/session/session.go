@@ -556,7 +556,13 @@ func (m *Manager) get(ctx context.Context, owner, id string) (*entry, error) {
 		return nil, ErrNotFound
 	}
 	if rec.EndReason == store.SessionLost {
-		return nil, boxer.Errorf(boxer.ECodeSessionLost, "session %s was lost: the server restarted (or its sandbox died) at %s; its state is gone; create a new session", id, rec.EndedAt.Format(time.RFC3339))
+		return nil, boxer.Errorf(boxer.ECodeSessionLost, "session %s was lost: the server holding it stopped or restarted at %s; its state is gone; create a new session", id, rec.EndedAt.Format(time.RFC3339))
+	}
+	if rec.EndedAt.IsZero() {
+		// Open, on another node (this one's open sessions are live here):
+		// the API forwards a call to it there, so one that comes here has
+		// found that node gone.
+		return nil, boxer.Errorf(boxer.ECodeSessionLost, "session %s was lost: node %s, which held it, cannot be reached; its state is gone; create a new session", id, rec.Node)
 	}
 	return nil, boxer.Errorf(boxer.ECodeSessionEnded, "session %s ended at %s: %s", id, rec.EndedAt.Format(time.RFC3339), rec.EndReason)
 }

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -129,4 +131,20 @@ func (s *Store) endNodes(ctx context.Context, names []string, forget bool, statu
 		return e, fmt.Errorf("store: end nodes: %w", err)
 	}
 	return e, nil
+}
+
+// SessionPlace says where session id lives: the node that holds it, that
+// node's address if the database knows the node, and whether the session
+// is open. found is false for an id never recorded.
+func (s *Store) SessionPlace(ctx context.Context, id string) (node, addr string, open, found bool, err error) {
+	err = s.c().queryRow(ctx, `
+SELECT s.node, COALESCE(n.addr, ''), s.ended_at IS NULL FROM sessions s LEFT JOIN nodes n ON n.name = s.node WHERE s.id = ?`, id).
+		Scan(&node, &addr, &open)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", false, false, nil
+	}
+	if err != nil {
+		return "", "", false, false, fmt.Errorf("store: session place: %w", err)
+	}
+	return node, addr, open, true, nil
 }

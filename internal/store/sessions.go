@@ -13,6 +13,7 @@ import (
 // interpreter, its files) lives only in the process that made it.
 type SessionRecord struct {
 	ID, Owner string
+	Node      string // the node that holds it
 	CreatedAt time.Time
 	EndedAt   time.Time // zero while it is open
 	EndReason string
@@ -49,8 +50,8 @@ func (s *Store) Session(ctx context.Context, id string) (_ SessionRecord, found 
 		ended   sql.NullInt64
 		reason  sql.NullString
 	)
-	err := s.c().queryRow(ctx, `SELECT owner, created_at, ended_at, end_reason FROM sessions WHERE id = ?`, id).
-		Scan(&r.Owner, &created, &ended, &reason)
+	err := s.c().queryRow(ctx, `SELECT owner, created_at, ended_at, end_reason, node FROM sessions WHERE id = ?`, id).
+		Scan(&r.Owner, &created, &ended, &reason, &r.Node)
 	if errors.Is(err, sql.ErrNoRows) {
 		return SessionRecord{}, false, nil
 	}
