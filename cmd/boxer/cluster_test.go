@@ -28,7 +28,7 @@ func startNodes(t *testing.T, n int, args ...string) []*testServer {
 // TestClusterJobRunsOnce: one job_id sent to two nodes at once runs once;
 // both callers get its result, and the health figures are the cluster's.
 func TestClusterJobRunsOnce(t *testing.T) {
-	nodes := startNodes(t, 2)
+	nodes := startNodes(t, 2, "--metrics")
 	body := `{"files": {"main.py": "import time, uuid\ntime.sleep(1)\nprint(uuid.uuid4())"}, "job_id": "shared-1"}`
 	var (
 		wg  sync.WaitGroup
@@ -49,12 +49,23 @@ func TestClusterJobRunsOnce(t *testing.T) {
 	if out[0] == "" || out[0] != out[1] {
 		t.Fatalf("two answers of one job_id: %q and %q, want one run's", out[0], out[1])
 	}
-	// Each node counts the calls of both.
-	for _, n := range nodes {
+	// Each node counts the calls of both, and names itself in its logs
+	// and metrics.
+	for i, n := range nodes {
 		waitFor(t, "the cluster's runs in /v1/health", func() bool {
 			_, _, m := n.get("/v1/health")
 			return m["runsTotal"] == 1.0 && m["calls30d"] == 2.0
 		})
+		name := string(rune('a' + i))
+		status, b := n.do("GET", "/metrics")
+		for _, want := range []string{`boxer_run_slots{node="` + name + `"}`, `boxer_pool_ready{lane="preimports",node="` + name + `"}`, `boxer_runs_queued{node="` + name + `"} 0`} {
+			if status != 200 || !strings.Contains(string(b), want) {
+				t.Errorf("node %s's metrics lack %s", name, want)
+			}
+		}
+		if !strings.Contains(n.log.String(), `"node":"`+name+`"`) {
+			t.Errorf("node %s's log does not name it", name)
+		}
 	}
 }
 

@@ -168,6 +168,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "boxer serve:", err)
 		return 2
 	}
+	if cfg.Database != "" { // one of many nodes: every line says which
+		log = log.With("node", cfg.Node)
+	}
 	m := &Main{cfg: cfg, log: log}
 	if err := m.Run(ctx); err != nil {
 		log.Error("boxer serve", "err", err)
@@ -268,11 +271,18 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("payments: %w", err)
 	}
 	reg := prometheus.NewRegistry()
-	prom, err := prommetrics.New(reg)
+	var node prometheus.Registerer = reg
+	if c.Database != "" { // one of many nodes: every series says which
+		node = prometheus.WrapRegistererWith(prometheus.Labels{"node": c.Node}, reg)
+	}
+	prom, err := prommetrics.New(node)
 	if err != nil {
 		return err
 	}
-	if err := prommetrics.RegisterSessions(reg, func() prommetrics.SessionStats {
+	if err := prommetrics.RegisterCapacity(node, c.API.WithDefaults().Slots, m.pool.Ready); err != nil {
+		return err
+	}
+	if err := prommetrics.RegisterSessions(node, func() prommetrics.SessionStats {
 		st := m.sessions.Stats()
 		return prommetrics.SessionStats{Live: st.Live, Busy: st.Busy, MemoryBytes: st.MemoryBytes, IdleMemoryBytes: st.IdleMemoryBytes}
 	}); err != nil {

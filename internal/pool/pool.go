@@ -168,6 +168,16 @@ func (l *lane) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
 // Enabled reports whether jobs may run warm.
 func (p *Pool) Enabled() bool { return p.cfg.Min > 0 }
 
+// Ready is how many warm sandboxes wait for a job now, by lane
+// ("preimports", and "lean" if the pool keeps one).
+func (p *Pool) Ready() map[string]int {
+	out := make(map[string]int, len(p.lanes))
+	for _, l := range p.lanes {
+		out[l.name] = len(l.ready)
+	}
+	return out
+}
+
 // Run runs job warm if its command and limits allow, cold otherwise.
 func (p *Pool) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 	warm, err := p.eng.Warmable(job)

@@ -116,3 +116,27 @@ func (c sessionCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(sessionMem, prometheus.GaugeValue, float64(st.MemoryBytes-st.IdleMemoryBytes), "busy")
 	ch <- prometheus.MustNewConstMetric(sessionMem, prometheus.GaugeValue, float64(st.IdleMemoryBytes), "idle")
 }
+
+// RegisterCapacity registers what an autoscaler or an operator sizes a
+// node by besides its runs: its run slots, and the warm sandboxes ready
+// for a job now, by pool lane (ready reads them at each scrape).
+func RegisterCapacity(reg prometheus.Registerer, slots int, ready func() map[string]int) error {
+	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "boxer_run_slots", Help: "Runs this node takes at once (--slots); boxer_runs_running of them are busy.",
+	}, func() float64 { return float64(slots) })); err != nil {
+		return err
+	}
+	return reg.Register(readyCollector(ready))
+}
+
+type readyCollector func() map[string]int
+
+var readyDesc = prometheus.NewDesc("boxer_pool_ready", "Warm sandboxes ready for a job now, by pool lane.", []string{"lane"}, nil)
+
+func (c readyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- readyDesc }
+
+func (c readyCollector) Collect(ch chan<- prometheus.Metric) {
+	for lane, n := range c() {
+		ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, float64(n), lane)
+	}
+}
