@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up this Debian/Ubuntu host for the tests and runs every check and
 # test: gofmt and vet, the x402 and MCP end-to-end tests with the protocols'
-# official clients, each fuzz target briefly, the soak at CI size, go test, and the
+# official clients, each fuzz target briefly, the soak at CI size, the cluster
+# proof (bench/cluster -short), go test, and the
 # quick suite in cgroup-v2 qemu guests (test/guest). Needs
 # root (the tests run real sandboxes). FUZZTIME, SOAK_N and SOAK_C size
 # the fuzzing and the soak.
@@ -31,6 +32,8 @@ done
 go test -run '^$' -fuzz '^FuzzDecodePaymentHeader$' -fuzztime "$fuzztime" ./internal/x402
 
 go run ./bench/soak -n "${SOAK_N:-90}" -c "${SOAK_C:-8}"
+# Three nodes on one Postgres database behind haproxy: each case asserted.
+go run ./bench/cluster -short
 
 go test -count=1 -timeout 20m ./...
 
