@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -149,4 +152,37 @@ func TestClusterSessionForwarded(t *testing.T) {
 		_, _, m = b.get("/v1/sessions/" + id)
 		return strings.Contains(fmt.Sprint(m["error"]), "stopped or restarted")
 	})
+}
+
+// TestClusterSessionCapPerCaller: a caller's sessions are counted on every
+// node: one the caller holds on a keeps it from a second on b.
+func TestClusterSessionCapPerCaller(t *testing.T) {
+	dsn, bin := testenv.Postgres(t), boxerBin(t)
+	var out, errb bytes.Buffer
+	if code := dispatch(context.Background(), []string{"keys", "add", "--name", "agent", "--database", dsn}, &out, &errb); code != 0 {
+		t.Fatalf("keys add: %d %s", code, errb.String())
+	}
+	key := strings.TrimSpace(out.String())
+	var nodes []*testServer
+	for _, name := range []string{"a", "b"} {
+		nodes = append(nodes, startServe(t, bin, stateDir(t), t.TempDir(), "--database", dsn, "--node", name, "--max-sessions-per-caller", "1"))
+	}
+	create := func(s *testServer) (int, map[string]any) {
+		req, _ := http.NewRequest("POST", s.url+"/v1/sessions", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		status, _, m := decode(t, resp)
+		return status, m
+	}
+	if status, m := create(nodes[0]); status != 201 {
+		t.Fatalf("the caller's first session, on a: %d %v", status, m)
+	}
+	if status, m := create(nodes[1]); status != 429 || field(m, "error", "code") != "rate_limited" {
+		t.Fatalf("a second, on b: %d %v, want 429 rate_limited", status, m)
+	}
 }

@@ -242,7 +242,7 @@ func (m *Manager) Create(ctx context.Context, owner, quota string, req Request) 
 // gives them up with abandon; on an error it holds neither. Its caller
 // nudges the refill of the ready kernels once done.
 func (m *Manager) place(ctx context.Context, quota string, lim boxer.Limits) (*sandbox.Session, *sandbox.Zygote, error) {
-	if err := m.reserve(quota); err != nil {
+	if err := m.reserve(ctx, quota); err != nil {
 		return nil, nil, err
 	}
 	s, z, err := m.kernel(ctx)
@@ -276,7 +276,7 @@ func (m *Manager) add(ctx context.Context, e *entry) (*Info, error) {
 		return fail(err)
 	}
 	now := m.now()
-	if err := m.store.AddSession(ctx, id, e.owner, now); err != nil {
+	if err := m.store.AddSession(ctx, id, e.owner, e.quota, now); err != nil {
 		return fail(err)
 	}
 	e.id, e.created, e.lastUsed = id, now, now
@@ -465,20 +465,31 @@ func (m *Manager) settle(req Request) (boxer.Limits, time.Duration, time.Duratio
 }
 
 // reserve takes a place for quota's new session within the caps.
-func (m *Manager) reserve(quota string) error {
+// The cap in all is this node's (its sandboxes); the cap per caller
+// counts the caller's open sessions on every node sharing the store.
+func (m *Manager) reserve(ctx context.Context, quota string) error {
+	everywhere := 0
+	if m.store.Shared() {
+		n, err := m.store.OpenSessions(ctx, quota)
+		if err != nil {
+			return err
+		}
+		everywhere = n
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	total, mine := len(m.live), m.pending[quota]
+	total, here := len(m.live), 0
 	for _, p := range m.pending {
 		total += p
 	}
 	for _, e := range m.live {
 		if e.quota == quota {
-			mine++
+			here++
 		}
 	}
+	mine := m.pending[quota] + max(here, everywhere)
 	if mine >= m.cfg.MaxPerOwner {
-		return boxer.Errorf(boxer.ECodeRateLimited, "you hold %d sessions, the most this server allows one caller; delete one (DELETE /v1/sessions/{id}) or let it expire", mine)
+		return boxer.Errorf(boxer.ECodeRateLimited, "you hold %d sessions, the most this service allows one caller; delete one (DELETE /v1/sessions/{id}) or let it expire", mine)
 	}
 	if total >= m.cfg.Max {
 		return boxer.Errorf(boxer.ECodeBusy, "all %d sessions this server keeps are taken; retry later", m.cfg.Max)

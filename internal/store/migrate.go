@@ -107,6 +107,12 @@ CREATE TABLE nodes (
 	seen_at    INTEGER NOT NULL
 );
 `,
+	// 8: whose cap a session counts against (an API key, a payer), so
+	// that nodes sharing the database count a caller's sessions together.
+	`
+ALTER TABLE sessions ADD COLUMN quota TEXT NOT NULL DEFAULT '';
+CREATE INDEX sessions_open_quota ON sessions (quota) WHERE ended_at IS NULL;
+`,
 }
 
 var pgMigrations = []string{
@@ -182,6 +188,11 @@ CREATE TABLE nodes (
 	started_at BIGINT NOT NULL,
 	seen_at    BIGINT NOT NULL
 );
+`,
+	// 3: SQLite's 8.
+	`
+ALTER TABLE sessions ADD COLUMN quota TEXT NOT NULL DEFAULT '';
+CREATE INDEX sessions_open_quota ON sessions (quota) WHERE ended_at IS NULL;
 `,
 }
 

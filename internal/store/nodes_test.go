@@ -64,7 +64,7 @@ func TestNodesEndTheirOwnAndTheDead(t *testing.T) {
 		if _, claimed, err := n.s.Claim(ctx, "job-"+n.id, "h"); err != nil || !claimed {
 			t.Fatalf("claim on %s: %v %v", n.id, claimed, err)
 		}
-		if err := n.s.AddSession(ctx, "ses-"+n.id, "", c.Now()); err != nil {
+		if err := n.s.AddSession(ctx, "ses-"+n.id, "", "anon:127.0.0.1", c.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

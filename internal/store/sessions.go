@@ -23,10 +23,11 @@ type SessionRecord struct {
 // without ending it (a restart, a crash): LoseOpenSessions writes it.
 const SessionLost = "lost"
 
-// AddSession records a new open session.
-func (s *Store) AddSession(ctx context.Context, id, owner string, created time.Time) error {
-	if _, err := s.c().exec(ctx, `INSERT INTO sessions (id, owner, created_at, node) VALUES (?, ?, ?, ?)`,
-		id, owner, unixMilli(created), s.node); err != nil {
+// AddSession records a new open session, reached by owner and counted
+// against quota's cap.
+func (s *Store) AddSession(ctx context.Context, id, owner, quota string, created time.Time) error {
+	if _, err := s.c().exec(ctx, `INSERT INTO sessions (id, owner, quota, created_at, node) VALUES (?, ?, ?, ?, ?)`,
+		id, owner, quota, unixMilli(created), s.node); err != nil {
 		return fmt.Errorf("store: add session: %w", err)
 	}
 	return nil
@@ -64,6 +65,16 @@ func (s *Store) Session(ctx context.Context, id string) (_ SessionRecord, found 
 	}
 	r.EndReason = reason.String
 	return r, true, nil
+}
+
+// OpenSessions counts the open sessions counted against quota, on every
+// node sharing the database.
+func (s *Store) OpenSessions(ctx context.Context, quota string) (int, error) {
+	var n int
+	if err := s.c().queryRow(ctx, `SELECT COUNT(*) FROM sessions WHERE ended_at IS NULL AND quota = ?`, quota).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: open sessions: %w", err)
+	}
+	return n, nil
 }
 
 // LoseOpenSessions ends every session of this node's still open with

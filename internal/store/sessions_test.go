@@ -14,7 +14,7 @@ func TestSessionRecords(t *testing.T) {
 		s, _ := db.openTemp(t, c)
 		ctx := context.Background()
 		for _, id := range []string{"ses_a", "ses_b", "ses_c"} {
-			if err := s.AddSession(ctx, id, "key:k1", c.Now()); err != nil {
+			if err := s.AddSession(ctx, id, "key:k1", "key:k1", c.Now()); err != nil {
 				t.Fatal(err)
 			}
 		}
