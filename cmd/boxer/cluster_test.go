@@ -125,8 +125,11 @@ func TestClusterSessionForwarded(t *testing.T) {
 	id := a.newSession(`{}`)
 	status, m := b.sessionExec(id, "x = 40", 0)
 	wantCell(t, status, m, map[string]any{"status": "ok"})
-	status, m = b.sessionExec(id, "x + 2", 0)
+	status, h, m := b.post("/v1/sessions/"+id+"/exec", `{"code": "x + 2"}`)
 	wantCell(t, status, m, map[string]any{"status": "ok", "value": "42"})
+	if ids := h.Values("X-Request-Id"); len(ids) != 1 {
+		t.Errorf("a forwarded answer's request ids: %q, want one", ids)
+	}
 	status, m = a.sessionExec(id, "x", 0)
 	wantCell(t, status, m, map[string]any{"status": "ok", "value": "40"})
 	status, _, f := b.post("/v1/sessions/"+id+"/fork", `{}`)

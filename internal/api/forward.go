@@ -54,6 +54,11 @@ func (s *Server) forwarding(h http.Handler) http.Handler {
 				pr.Out.URL.Scheme, pr.Out.URL.Host = "http", addr
 				pr.Out.Host = pr.In.Host // the host the client named, which the node's host guard checks
 				pr.Out.Header.Set(forwardedHeader, db.Node())
+				pr.Out.Header.Set("X-Request-Id", st.id) // one id in both nodes' logs
+			},
+			ModifyResponse: func(resp *http.Response) error {
+				resp.Header.Del("X-Request-Id") // already set, to the same id
+				return nil
 			},
 			Transport:     forwardTransport,
 			FlushInterval: -1, // streamed answers stream on
