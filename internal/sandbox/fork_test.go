@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -198,17 +199,20 @@ func TestSessionForkRefused(t *testing.T) {
 // session goes on.
 func TestSessionForkRefusedBusy(t *testing.T) {
 	z, parent := forkParent(t)
-	cellOut(t, parent, `
+	// The fork's kernel first: under an emulated CPU starting it takes
+	// longer than the handler spins.
+	dst := newTestSession(t, z, nil)
+	cellOut(t, parent, fmt.Sprintf(`
 import signal, time
 x = 1
 def spin(*_):
     open('/work/spinning', 'w').close()
     t = time.monotonic()
-    while time.monotonic() - t < 4:   # the vDSO's clock: no system call
+    while time.monotonic() - t < 5:   # the vDSO's clock: no system call
         pass
 signal.signal(signal.SIGALRM, spin)
-signal.setitimer(signal.ITIMER_REAL, 0.2)
-`)
+signal.setitimer(signal.ITIMER_REAL, %g)   # after the cell has answered
+`, slow(200*time.Millisecond).Seconds()))
 	deadline := time.Now().Add(slow(20 * time.Second))
 	for {
 		f, _, reason, err := parent.OpenFile("spinning", 1)
@@ -224,8 +228,9 @@ signal.setitimer(signal.ITIMER_REAL, 0.2)
 		}
 		time.Sleep(10 * time.Millisecond) // polling for a file the sandbox writes
 	}
-	_, err := forkSession(t, z, parent)
-	wantRefused(t, err, "busy")
+	ctx, cancel := context.WithTimeout(context.Background(), slow(time.Minute))
+	defer cancel()
+	wantRefused(t, parent.Fork(ctx, dst), "busy")
 	if got := cellOut(t, parent, "print(x)"); got != "1\n" {
 		t.Fatalf("parent after a refused fork printed %q", got)
 	}

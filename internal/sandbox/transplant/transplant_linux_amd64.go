@@ -56,19 +56,24 @@ func Copy(src, dst, keepFd int, check func() error, timeout time.Duration) (retE
 		return err
 	}
 
-	d, err := seize(dst, time.Now().Add(seizeWait))
-	if err != nil {
-		return fmt.Errorf("stop the fork: %w", err)
-	}
+	// A failed copy kills the fork (so does the watchdog), and waits for
+	// its death while attached: a tracee that dies stays a zombie of its
+	// tracer until the tracer waits for it, and its own parent, the
+	// fork's sandbox, would wait for it forever.
+	var d *tracee
 	released := false
 	defer func() {
 		if retErr != nil {
 			_ = unix.Kill(dst, unix.SIGKILL)
-			if !released {
+			if d != nil && !released {
 				_ = d.release(nil)
 			}
+			reapTracee(dst)
 		}
 	}()
+	if d, err = seize(dst, time.Now().Add(seizeWait)); err != nil {
+		return fmt.Errorf("stop the fork: %w", err)
+	}
 	if err := onlyThread(dst); err != nil {
 		return err
 	}
@@ -81,6 +86,26 @@ func Copy(src, dst, keepFd int, check func() error, timeout time.Duration) (retE
 	regs := sregs
 	released = true
 	return d.release(&regs)
+}
+
+// reapTracee waits, for up to five seconds, for pid, killed, to be
+// reported dead to this process as its tracer; a process it no longer
+// traces (it detached) is not its to wait for, and returns at once.
+func reapTracee(pid int) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(pid, &ws, unix.WALL|unix.WNOHANG, nil)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil, got == pid && (ws.Exited() || ws.Signaled()):
+			return
+		case time.Now().After(deadline):
+			return
+		}
+		time.Sleep(time.Millisecond) // polling: a killed process ends within moments
+	}
 }
 
 // state is what is carried from the source.
