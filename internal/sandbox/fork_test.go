@@ -10,6 +10,8 @@ import (
 
 	"boxer"
 	"boxer/internal/sandbox/transplant"
+
+	"golang.org/x/sys/unix"
 )
 
 // forkSession forks s into a new session on z.
@@ -202,14 +204,21 @@ func TestSessionForkRefusedBusy(t *testing.T) {
 	// The fork's kernel first: under an emulated CPU starting it takes
 	// longer than the handler spins.
 	dst := newTestSession(t, z, nil)
+	// The handler spins on a flag, with no system call (a clock might
+	// make one: without the vDSO, as under TCG, it does), until SIGUSR1's
+	// handler, run from within it, sets the flag.
 	cellOut(t, parent, fmt.Sprintf(`
-import signal, time
+import signal
 x = 1
+stop = False
 def spin(*_):
     open('/work/spinning', 'w').close()
-    t = time.monotonic()
-    while time.monotonic() - t < 5:   # the vDSO's clock: no system call
+    while not stop:
         pass
+def done(*_):
+    global stop
+    stop = True
+signal.signal(signal.SIGUSR1, done)
 signal.signal(signal.SIGALRM, spin)
 signal.setitimer(signal.ITIMER_REAL, %g)   # after the cell has answered
 `, slow(200*time.Millisecond).Seconds()))
@@ -231,6 +240,9 @@ signal.setitimer(signal.ITIMER_REAL, %g)   # after the cell has answered
 	ctx, cancel := context.WithTimeout(context.Background(), slow(time.Minute))
 	defer cancel()
 	wantRefused(t, parent.Fork(ctx, dst), "busy")
+	if err := unix.Kill(parent.w.jobPid, unix.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
 	if got := cellOut(t, parent, "print(x)"); got != "1\n" {
 		t.Fatalf("parent after a refused fork printed %q", got)
 	}
