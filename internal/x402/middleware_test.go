@@ -100,6 +100,12 @@ type rig struct {
 
 func newRig(t *testing.T, fac *fakeFacilitator, status int) *rig {
 	t.Helper()
+	return newRigOn(t, fac, status, NewMemoryNonceStore())
+}
+
+// newRigOn is newRig with its used payments kept in nonces.
+func newRigOn(t *testing.T, fac *fakeFacilitator, status int, nonces NonceStore) *rig {
+	t.Helper()
 	fs := httptest.NewServer(fac)
 	t.Cleanup(fs.Close)
 	cfg := testConfig()
@@ -107,7 +113,7 @@ func newRig(t *testing.T, fac *fakeFacilitator, status int) *rig {
 	cfg.FacilitatorAuthHeader = "Authorization: Bearer sekret"
 	rg := &rig{fac: fac, handler: &countingHandler{status: status}, offer: testOffer(t, "/v1/exec")}
 	p, err := New(cfg, Deps{
-		Nonces:    NewMemoryNonceStore(),
+		Nonces:    nonces,
 		Now:       func() time.Time { return testNow },
 		OnSettled: func(s Settlement) { rg.settleMu.Lock(); rg.settled = append(rg.settled, s); rg.settleMu.Unlock() },
 	})
