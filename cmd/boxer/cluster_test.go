@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"boxer/internal/testenv"
 )
@@ -187,5 +188,46 @@ func TestClusterSessionCapPerCaller(t *testing.T) {
 	}
 	if status, m := create(nodes[1]); status != 429 || field(m, "error", "code") != "rate_limited" {
 		t.Fatalf("a second, on b: %d %v, want 429 rate_limited", status, m)
+	}
+}
+
+// TestClusterKeyRate: a key's rate is the cluster's: calls on a and b
+// count together.
+func TestClusterKeyRate(t *testing.T) {
+	dsn, bin := testenv.Postgres(t), boxerBin(t)
+	var out, errb bytes.Buffer
+	if code := dispatch(context.Background(), []string{"keys", "add", "--name", "slow", "--rate", "2", "--database", dsn}, &out, &errb); code != 0 {
+		t.Fatalf("keys add: %d %s", code, errb.String())
+	}
+	key := strings.TrimSpace(out.String())
+	a := startServe(t, bin, stateDir(t), t.TempDir(), "--database", dsn, "--node", "a")
+	b := startServe(t, bin, stateDir(t), t.TempDir(), "--database", dsn, "--node", "b")
+	exec := func(s *testServer) (int, map[string]any) {
+		req, _ := http.NewRequest("POST", s.url+"/v1/exec", strings.NewReader(execBody("print(1)")))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		status, _, m := decode(t, resp)
+		return status, m
+	}
+	// Two a minute: one on each node, then a third on either is refused
+	// (unless the minute turned in between: then the window is new, and
+	// the two calls after it must be allowed).
+	for {
+		start := time.Now().Unix() / 60
+		s1, _ := exec(a)
+		s2, _ := exec(b)
+		s3, m := exec(a)
+		if time.Now().Unix()/60 != start {
+			continue // a minute boundary: try again in the new minute
+		}
+		if s1 != 200 || s2 != 200 || s3 != 429 || field(m, "error", "code") != "rate_limited" {
+			t.Fatalf("three calls in a minute at 2 a minute, on a, b, a: %d %d %d %v", s1, s2, s3, m)
+		}
+		return
 	}
 }

@@ -141,7 +141,17 @@ func (s *Server) checkKey(ctx context.Context, token string, w http.ResponseWrit
 		w.Header().Set("WWW-Authenticate", `Bearer realm="boxer", error="invalid_token"`)
 		return "", boxer.Errorf(boxer.ECodeUnauthorized, "this API key was revoked")
 	}
-	if wait, ok := s.keyRates.take(k.ID, k.RatePerMinute, s.now()); !ok {
+	wait, ok := s.keyRates.take(k.ID, k.RatePerMinute, s.now())
+	if ok && k.RatePerMinute > 0 && s.deps.Store.Shared() {
+		// Many nodes: the key's rate is the cluster's, counted in the
+		// database a minute at a time (the bucket above only smooths
+		// this node's share).
+		var err error
+		if wait, ok, err = s.deps.Store.TakeKeyCall(ctx, k.ID, k.RatePerMinute, s.now()); err != nil {
+			return "", boxer.Errorf(boxer.ECodeInternal, "could not count the API key's call; retry")
+		}
+	}
+	if !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 		return "", boxer.Errorf(boxer.ECodeRateLimited, "this API key may make %d calls a minute; retry in %s", k.RatePerMinute, wait.Round(time.Second))
 	}

@@ -266,6 +266,9 @@ func (s *Server) prune() {
 	if err != nil {
 		errs = append(errs, err.Error())
 	}
+	if _, err := s.deps.Store.PruneKeyMinutes(ctx, now.Add(-2*time.Minute)); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if len(errs) > 0 {
 		s.log.Error("prune", slog.String("error", strings.Join(errs, "; ")))
 		return

@@ -194,6 +194,17 @@ CREATE TABLE nodes (
 ALTER TABLE sessions ADD COLUMN quota TEXT NOT NULL DEFAULT '';
 CREATE INDEX sessions_open_quota ON sessions (quota) WHERE ended_at IS NULL;
 `,
+	// 4: each API key's calls in each minute, counted by every node, so
+	// that a key's rate holds across the nodes (Postgres only: a SQLite
+	// file's one process counts in memory).
+	`
+CREATE TABLE key_minutes (
+	key_id TEXT   NOT NULL,
+	minute BIGINT NOT NULL,
+	calls  BIGINT NOT NULL,
+	PRIMARY KEY (key_id, minute)
+);
+`,
 }
 
 // schemaVersionTable is where each dialect records its migrations.

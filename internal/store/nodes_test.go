@@ -135,3 +135,29 @@ func TestNodesClaimOnce(t *testing.T) {
 		t.Fatalf("%d claims won, want 1", winners)
 	}
 }
+
+// A key's calls are counted a minute at a time across the nodes: its rate
+// holds whichever node each call reaches.
+func TestNodesShareKeyRate(t *testing.T) {
+	dsn, c, ctx := postgresDB.dsn(t), newClock(), context.Background()
+	a, b := openNode(t, dsn, "a", c), openNode(t, dsn, "b", c)
+	at := time.Date(2026, 12, 3, 9, 0, 10, 0, time.UTC)
+	for i, n := range []*Store{a, b, a} {
+		if _, ok, err := n.TakeKeyCall(ctx, "k1", 3, at); err != nil || !ok {
+			t.Fatalf("call %d: %v %v", i, ok, err)
+		}
+	}
+	wait, ok, err := b.TakeKeyCall(ctx, "k1", 3, at)
+	if err != nil || ok || wait != 50*time.Second {
+		t.Fatalf("the fourth call in a minute: wait %s, ok %v, %v; want refused for 50s", wait, ok, err)
+	}
+	if _, ok, err := b.TakeKeyCall(ctx, "k2", 3, at); err != nil || !ok {
+		t.Fatalf("another key: %v %v", ok, err)
+	}
+	if _, ok, err := a.TakeKeyCall(ctx, "k1", 3, at.Add(time.Minute)); err != nil || !ok {
+		t.Fatalf("the next minute: %v %v", ok, err)
+	}
+	if n, err := a.PruneKeyMinutes(ctx, at.Add(time.Minute)); err != nil || n != 2 {
+		t.Fatalf("prune: %d %v, want the first minute's 2 rows", n, err)
+	}
+}
