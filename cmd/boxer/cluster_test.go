@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -171,18 +170,7 @@ func TestClusterSessionCapPerCaller(t *testing.T) {
 	for _, name := range []string{"a", "b"} {
 		nodes = append(nodes, startServe(t, bin, stateDir(t), t.TempDir(), "--database", dsn, "--node", name, "--max-sessions-per-caller", "1"))
 	}
-	create := func(s *testServer) (int, map[string]any) {
-		req, _ := http.NewRequest("POST", s.url+"/v1/sessions", strings.NewReader(`{}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		status, _, m := decode(t, resp)
-		return status, m
-	}
+	create := func(s *testServer) (int, map[string]any) { return s.keyed(key, "POST", "/v1/sessions", `{}`) }
 	if status, m := create(nodes[0]); status != 201 {
 		t.Fatalf("the caller's first session, on a: %d %v", status, m)
 	}
@@ -203,16 +191,7 @@ func TestClusterKeyRate(t *testing.T) {
 	a := startServe(t, bin, stateDir(t), t.TempDir(), "--database", dsn, "--node", "a")
 	b := startServe(t, bin, stateDir(t), t.TempDir(), "--database", dsn, "--node", "b")
 	exec := func(s *testServer) (int, map[string]any) {
-		req, _ := http.NewRequest("POST", s.url+"/v1/exec", strings.NewReader(execBody("print(1)")))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		status, _, m := decode(t, resp)
-		return status, m
+		return s.keyed(key, "POST", "/v1/exec", execBody("print(1)"))
 	}
 	// Two a minute: one on each node, then a third on either is refused
 	// (unless the minute turned in between: then the window is new, and

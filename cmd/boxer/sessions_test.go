@@ -226,6 +226,21 @@ func TestServeSessionLostAfterRestart(t *testing.T) {
 	}
 }
 
+// keyed sends body (JSON, or nothing) to path with API key key.
+func (s *testServer) keyed(key, method, path, body string) (int, map[string]any) {
+	s.t.Helper()
+	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := client.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	status, _, m := decode(s.t, resp)
+	return status, m
+}
+
 // fork forks session id and returns the new session's description.
 func (s *testServer) fork(id string) map[string]any {
 	s.t.Helper()
@@ -396,18 +411,7 @@ func TestServeSessionLimits(t *testing.T) {
 		keys = append(keys, strings.TrimSpace(out.String()))
 	}
 	s := startServe(t, boxerBin(t), stateDir(t), data, "--max-sessions", "2", "--max-sessions-per-caller", "1", "--session-max-memory", "256MiB")
-	call := func(key, method, path, body string) (int, map[string]any) {
-		req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		status, _, m := decode(t, resp)
-		return status, m
-	}
+	call := s.keyed
 	status, m := call(keys[0], "POST", "/v1/sessions", `{}`)
 	if status != 201 {
 		t.Fatalf("first session: %d %v", status, m)
