@@ -79,9 +79,13 @@ open('sub/deep/data.json', 'w').write(json.dumps({'k': [1, 2]}))
 open('/tmp/scratch', 'w').write('tmp')
 os.symlink('sub/deep/data.json', 'link')
 os.chdir('sub')
+os.umask(0o027)
 def f(n): return n * 2
 `)
 	fork := mustFork(t, z, parent)
+	if got := cellOut(t, fork, "print(oct(os.umask(0o027)))"); got != "0o27\n" {
+		t.Fatalf("the fork's umask: %q, want its parent's 0o27", got)
+	}
 	got := cellOut(t, fork, `
 print(x, f(x), int(big.sum()), os.getcwd())
 log.write('fork\n'); log.flush()

@@ -157,18 +157,25 @@ func (t *tracee) wait() (unix.WaitStatus, error) {
 // toSyscallStop resumes the tracee until its next system call stop (entry
 // or exit), holding back any signal that arrives on the way.
 func (t *tracee) toSyscallStop() error {
+	return t.resumeUntil(unix.SIGTRAP|0x80, func() error { return unix.PtraceSyscall(t.pid, 0) }, "syscall")
+}
+
+// resumeUntil resumes the tracee with resume (ptrace's request named how)
+// until it stops with want, holding back any other signal that arrives
+// on the way; an event stop (a group stop) has nothing to hold.
+func (t *tracee) resumeUntil(want unix.Signal, resume func() error, how string) error {
 	for {
-		if err := unix.PtraceSyscall(t.pid, 0); err != nil {
-			return fmt.Errorf("ptrace syscall %d: %w", t.pid, err)
+		if err := resume(); err != nil {
+			return fmt.Errorf("ptrace %s %d: %w", how, t.pid, err)
 		}
 		ws, err := t.wait()
 		if err != nil {
 			return err
 		}
 		switch sig := ws.StopSignal(); {
-		case sig == unix.SIGTRAP|0x80:
+		case sig == want:
 			return nil
-		case int(ws)>>16 != 0: // an event stop (a group stop): nothing to hold
+		case int(ws)>>16 != 0:
 		default:
 			t.held = append(t.held, sig)
 		}
@@ -210,22 +217,7 @@ func (t *tracee) call(nr uintptr, args ...uintptr) (uintptr, error) {
 // stepOver resumes the tracee for one instruction, the system call at
 // the gadget, holding back any other signal that arrives meanwhile.
 func (t *tracee) stepOver() error {
-	for {
-		if err := unix.PtraceSingleStep(t.pid); err != nil {
-			return fmt.Errorf("ptrace singlestep %d: %w", t.pid, err)
-		}
-		ws, err := t.wait()
-		if err != nil {
-			return err
-		}
-		switch sig := ws.StopSignal(); {
-		case sig == unix.SIGTRAP:
-			return nil
-		case int(ws)>>16 != 0:
-		default:
-			t.held = append(t.held, sig)
-		}
-	}
+	return t.resumeUntil(unix.SIGTRAP, func() error { return unix.PtraceSingleStep(t.pid) }, "singlestep")
 }
 
 // restartRegs are registers r, taken at a stop in a system call, set to

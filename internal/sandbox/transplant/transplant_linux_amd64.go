@@ -181,10 +181,11 @@ func inspect(s *tracee) (*state, error) {
 	if st.xstate, err = s.getXstate(); err != nil {
 		return nil, err
 	}
-	handled, err := handledSignals(s.pid)
+	ps, err := readStatus(s.pid)
 	if err != nil {
 		return nil, err
 	}
+	st.umask = ps.umask
 	b, err := s.call(unix.SYS_BRK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("brk: %w", err)
@@ -201,7 +202,7 @@ func inspect(s *tracee) (*state, error) {
 	}
 	err = func() error {
 		for sig := 1; sig <= nsig; sig++ {
-			if handled&sigBit(sig) == 0 {
+			if ps.handled&sigBit(sig) == 0 {
 				continue
 			}
 			if _, err := s.call(unix.SYS_RT_SIGACTION, uintptr(sig), 0, scratch, 8); err != nil {
@@ -248,56 +249,55 @@ func inspect(s *tracee) (*state, error) {
 	return st, nil
 }
 
-// handledSignals is the set of pid's signals whose action is not the
-// default, as /proc/PID/status shows them (SigIgn, SigCgt), and SIGCHLD,
-// whose flags matter even at the default action (SA_NOCLDWAIT). The
-// others are at the default action, whose flags and mask do nothing
-// until a handler is set, which sets its own: a fork carries them as
-// the default, and so skips two injected calls for each.
-func handledSignals(pid int) (uint64, error) {
+// procStatus is what a fork needs of /proc/PID/status: the umask, and
+// the signals whose action is not the default (SigIgn, SigCgt) with
+// SIGCHLD, whose flags matter even at the default action (SA_NOCLDWAIT).
+// The other signals are at the default action, whose flags and mask do
+// nothing until a handler is set, which sets its own: a fork carries them
+// as the default, and so skips two injected calls for each.
+type procStatus struct {
+	umask   uintptr
+	handled uint64
+}
+
+func readStatus(pid int) (procStatus, error) {
+	ps := procStatus{umask: 0o022, handled: sigBit(int(unix.SIGCHLD))}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return ps, err
 	}
-	set := sigBit(int(unix.SIGCHLD))
 	found := 0
 	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+				ps.umask = uintptr(m)
+			}
+		}
 		for _, field := range []string{"SigIgn:", "SigCgt:"} {
 			if v, ok := strings.CutPrefix(line, field); ok {
 				m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
 				if err != nil {
-					return 0, fmt.Errorf("/proc/%d/status: %s %w", pid, field, err)
+					return ps, fmt.Errorf("/proc/%d/status: %s %w", pid, field, err)
 				}
-				set |= m
+				ps.handled |= m
 				found++
 			}
 		}
 	}
 	if found != 2 {
-		return 0, fmt.Errorf("/proc/%d/status shows no SigIgn and SigCgt", pid)
+		return ps, fmt.Errorf("/proc/%d/status shows no SigIgn and SigCgt", pid)
 	}
-	return set, nil
+	return ps, nil
 }
 
 // sigBit is signal sig's bit in a mask of /proc/PID/status.
 func sigBit(sig int) uint64 { return 1 << (sig - 1) }
 
-// readProc reads what /proc shows of st.pid: umask, working directory,
-// name, descriptors, rlimits.
+// readProc reads what else /proc shows of st.pid: working directory,
+// name, descriptors, rlimits (readStatus has its umask).
 func readProc(st *state) error {
 	pid := st.pid
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return err
-	}
-	st.umask = 0o022
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
-			if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
-				st.umask = uintptr(m)
-			}
-		}
-	}
+	var err error
 	if st.cwd, err = os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err != nil {
 		return err
 	}
@@ -729,14 +729,14 @@ func (b *builder) signals() error {
 	d, st := b.d, b.st
 	// The signals whose action is not the default in either: the source's
 	// are set, the fork's own others reset to the default.
-	handled, err := handledSignals(d.pid)
+	ds, err := readStatus(d.pid)
 	if err != nil {
 		return err
 	}
 	dfl := make([]byte, 32)
 	for sig := 1; sig <= nsig; sig++ {
 		act := st.sigactions[sig]
-		if act == nil && handled&sigBit(sig) != 0 {
+		if act == nil && ds.handled&sigBit(sig) != 0 {
 			act = dfl
 		}
 		if act == nil || sig == int(unix.SIGKILL) || sig == int(unix.SIGSTOP) {
