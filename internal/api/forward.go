@@ -35,13 +35,13 @@ var forwardTransport = &http.Transport{
 // session's node when that is another.
 func (s *Server) forwarding(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		db := s.deps.Store
-		if !db.Shared() || r.Header.Get(forwardedHeader) != "" {
-			h.ServeHTTP(w, r)
+		db, id := s.deps.Store, r.PathValue("session_id")
+		if !db.Shared() || r.Header.Get(forwardedHeader) != "" || s.deps.Sessions != nil && s.deps.Sessions.Holds(id) {
+			h.ServeHTTP(w, r) // one process's store, a forwarded call, or a session here: no query
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		node, addr, open, found, err := db.SessionPlace(ctx, r.PathValue("session_id"))
+		node, addr, open, found, err := db.SessionPlace(ctx, id)
 		cancel()
 		if err != nil || !found || !open || node == db.Node() || addr == "" {
 			h.ServeHTTP(w, r) // answered here: not_found, ended, lost, or this node's own
@@ -68,7 +68,7 @@ func (s *Server) forwarding(h http.Handler) http.Handler {
 					return
 				}
 				s.writeError(w, r, boxer.Errorf(boxer.ECodeSessionLost,
-					"session %s was lost: node %s, which held it, cannot be reached (%v); create a new session", r.PathValue("session_id"), node, err))
+					"session %s was lost: node %s, which held it, cannot be reached (%v); create a new session", id, node, err))
 			},
 		}
 		proxy.ServeHTTP(w, r)

@@ -578,6 +578,13 @@ func (m *Manager) get(ctx context.Context, owner, id string) (*entry, error) {
 	return nil, boxer.Errorf(boxer.ECodeSessionEnded, "session %s ended at %s: %s", id, rec.EndedAt.Format(time.RFC3339), rec.EndReason)
 }
 
+// Holds reports whether session id lives in this process.
+func (m *Manager) Holds(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.live[id] != nil
+}
+
 // Get describes owner's session id.
 func (m *Manager) Get(ctx context.Context, owner, id string) (*Info, error) {
 	e, err := m.get(ctx, owner, id)
