@@ -93,11 +93,15 @@ func TestClusterNodeKilled(t *testing.T) {
 		status, _, _ := b.get("/v1/jobs/doomed")
 		return status == 202
 	})
+	// The same job, async, on b: running elsewhere, so 202 at once.
+	status, _, m := b.post("/v1/run-python", `{"files": {"main.py": "import time\ntime.sleep(25)"}, "job_id": "doomed", "timeout_seconds": 30, "async": true}`)
+	if status != 202 || m["status"] != "running" {
+		t.Fatalf("the job, async, on b while a runs it: %d %v, want 202 running", status, m)
+	}
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-a.done
-	var m map[string]any
 	waitFor(t, "b ends a's job", func() bool {
 		var status int
 		status, _, m = b.get("/v1/jobs/doomed")
@@ -106,7 +110,7 @@ func TestClusterNodeKilled(t *testing.T) {
 	if field(m, "error", "code") != "run_lost" {
 		t.Fatalf("a's job after a died: %v", m)
 	}
-	status, _, m := b.post("/v1/run-python", `{"files": {"main.py": "import time\ntime.sleep(25)"}, "job_id": "doomed", "timeout_seconds": 30}`)
+	status, _, m = b.post("/v1/run-python", `{"files": {"main.py": "import time\ntime.sleep(25)"}, "job_id": "doomed", "timeout_seconds": 30}`)
 	if status != 500 || field(m, "error", "code") != "run_lost" {
 		t.Fatalf("the same job_id again: %d %v, want the stored run_lost", status, m)
 	}

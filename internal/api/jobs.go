@@ -196,7 +196,9 @@ func (s *Server) jobKey(r *http.Request, jobID string) string {
 // false. The caller owns jobID's flight.
 func (s *Server) claim(w http.ResponseWriter, r *http.Request, jobID, key, hash string, async bool) bool {
 	rec, claimed, err := s.deps.Store.Claim(r.Context(), key, hash)
-	if err == nil && !claimed && rec.State == store.JobRunning && s.elsewhere(rec) {
+	switch {
+	case err != nil || claimed || rec.State != store.JobRunning:
+	case s.elsewhere(rec):
 		// Another node runs it: wait for its answer, as a request here
 		// waits for this node's own flight.
 		if async {
@@ -204,8 +206,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, jobID, key, hash 
 			return false
 		}
 		rec, claimed, err = s.awaitElsewhere(r.Context(), key, hash)
-	}
-	if err == nil && !claimed && rec.State == store.JobRunning && !s.elsewhere(rec) {
+	default:
 		// Running, yet this process has no flight for it, and the claim
 		// is this node's (on a SQLite file, which store.Open locks, every
 		// claim is): it was left by a run that never released it. Take

@@ -141,15 +141,18 @@ func (s *Server) checkKey(ctx context.Context, token string, w http.ResponseWrit
 		w.Header().Set("WWW-Authenticate", `Bearer realm="boxer", error="invalid_token"`)
 		return "", boxer.Errorf(boxer.ECodeUnauthorized, "this API key was revoked")
 	}
-	wait, ok := s.keyRates.take(k.ID, k.RatePerMinute, s.now())
-	if ok && k.RatePerMinute > 0 && s.deps.Store.Shared() {
+	var (
+		wait time.Duration
+		ok   bool
+	)
+	if k.RatePerMinute > 0 && s.deps.Store.Shared() {
 		// Many nodes: the key's rate is the cluster's, counted in the
-		// database a minute at a time (the bucket above only smooths
-		// this node's share).
-		var err error
+		// database a minute at a time.
 		if wait, ok, err = s.deps.Store.TakeKeyCall(ctx, k.ID, k.RatePerMinute, s.now()); err != nil {
 			return "", boxer.Errorf(boxer.ECodeInternal, "could not count the API key's call; retry")
 		}
+	} else {
+		wait, ok = s.keyRates.take(k.ID, k.RatePerMinute, s.now())
 	}
 	if !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
