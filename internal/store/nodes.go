@@ -14,13 +14,6 @@ import (
 // jobs become done with a failure the caller chose, so that no job stays
 // "running" and none runs twice, and its open sessions are lost.
 
-// NodeRecord is a node as the database knows it.
-type NodeRecord struct {
-	Name, Addr string
-	StartedAt  time.Time
-	SeenAt     time.Time
-}
-
 // Shared reports whether the database is one many nodes may share
 // (Postgres), rather than a file one process owns.
 func (s *Store) Shared() bool { return s.dialect.name == "postgres" }
@@ -38,26 +31,6 @@ ON CONFLICT (name) DO UPDATE SET addr = excluded.addr, seen_at = excluded.seen_a
 		return fmt.Errorf("store: heartbeat: %w", err)
 	}
 	return nil
-}
-
-// Nodes lists the nodes the database knows, by name.
-func (s *Store) Nodes(ctx context.Context) ([]NodeRecord, error) {
-	rows, err := s.c().query(ctx, `SELECT name, addr, started_at, seen_at FROM nodes ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("store: nodes: %w", err)
-	}
-	defer rows.Close()
-	var out []NodeRecord
-	for rows.Next() {
-		var n NodeRecord
-		var started, seen int64
-		if err := rows.Scan(&n.Name, &n.Addr, &started, &seen); err != nil {
-			return nil, fmt.Errorf("store: nodes: %w", err)
-		}
-		n.StartedAt, n.SeenAt = fromUnixMilli(started), fromUnixMilli(seen)
-		out = append(out, n)
-	}
-	return out, rows.Err()
 }
 
 // Ended is what ending a node's holdings ended.

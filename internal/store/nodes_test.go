@@ -100,9 +100,12 @@ func TestNodesEndTheirOwnAndTheDead(t *testing.T) {
 	if r, _, err := a.Session(ctx, "ses-b"); err != nil || !r.EndedAt.IsZero() {
 		t.Errorf("b's session: %+v %v, want open", r, err)
 	}
-	nodes, err := a.Nodes(ctx)
-	if err != nil || len(nodes) != 2 || nodes[0].Name != "a" || nodes[1].Name != "b" || nodes[1].Addr != "b:8080" {
-		t.Errorf("nodes: %+v %v, want a and b", nodes, err)
+	// d is forgotten: its session's place has no address; b's has.
+	for id, want := range map[string]string{"ses-b": "b b:8080 true true", "ses-d": "d  false true", "ses-x": "  false false"} {
+		node, addr, open, found, err := a.SessionPlace(ctx, id)
+		if got := fmt.Sprint(node, " ", addr, " ", open, " ", found); err != nil || got != want {
+			t.Errorf("SessionPlace(%s) = %q %v, want %q", id, got, err, want)
+		}
 	}
 }
 
