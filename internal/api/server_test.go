@@ -247,6 +247,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"negative slots", Config{Slots: -1}, Deps{Runner: ts.runner, Store: ts.store}},
 		{"cpus over max", Config{ExecLimits: boxer.Limits{CPUs: 3}}, Deps{Runner: ts.runner, Store: ts.store}},
 		{"body under code", Config{MaxCodeBytes: 1 << 20}, Deps{Runner: ts.runner, Store: ts.store}},
+		{"node timeout too short", Config{NodeTimeout: 599 * time.Millisecond}, Deps{Runner: ts.runner, Store: ts.store}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -266,7 +267,7 @@ func TestConfigDefaults(t *testing.T) {
 	if c.ExecLimits.CPUs != 0.5 || c.ExecLimits.MemoryBytes != 512<<20 || c.ExecLimits.WallTime.Seconds() != 30 {
 		t.Errorf("exec limits = %+v, want the seed's 0.5 CPU, 512 MiB, 30 s", c.ExecLimits)
 	}
-	if c.MaxCodeBytes != 65536 || c.JobRetention.Hours() != 24 || c.Slots < 1 || c.Queue != 1024 || c.QueueBytes != 256<<20 || c.MaxQueueWait != 10*time.Second {
+	if c.MaxCodeBytes != 65536 || c.NodeTimeout != 30*time.Second || c.JobRetention.Hours() != 24 || c.Slots < 1 || c.Queue != 1024 || c.QueueBytes != 256<<20 || c.MaxQueueWait != 10*time.Second {
 		t.Errorf("defaults = %+v", c)
 	}
 	if q := (Config{NoQueue: true, Queue: 5}).WithDefaults().Queue; q != 0 {
