@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -213,4 +214,17 @@ func TestClusterKeyRate(t *testing.T) {
 		}
 		return
 	}
+}
+
+// TestClusterNeedsAnAddressToAdvertise: a node listening on every address
+// cannot tell the others where to reach it, and does not start guessing.
+func TestClusterNeedsAnAddressToAdvertise(t *testing.T) {
+	dsn, bin := testenv.Postgres(t), boxerBin(t)
+	cmd := exec.Command(bin, "serve", "--addr", "0.0.0.0:0", "--state-dir", stateDir(t), "--data-dir", t.TempDir(), "--database", dsn, "--node", "a", "--allow-anonymous")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--advertise") {
+		t.Fatalf("a node on 0.0.0.0 without --advertise: %v, want a refusal naming --advertise\n%q", err, out)
+	}
+	// With --advertise it serves (startServe waits for its "serving" line).
+	startServe(t, bin, stateDir(t), t.TempDir(), "--addr", "0.0.0.0:0", "--advertise", "127.0.0.1:1", "--database", dsn, "--node", "b", "--allow-anonymous")
 }

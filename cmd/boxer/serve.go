@@ -328,6 +328,10 @@ func (m *Main) Run(ctx context.Context) error {
 			}
 		}()
 		c.API.NodeAddr = cmp.Or(c.Advertise, ln.Addr().String())
+		if host, _, _ := net.SplitHostPort(c.API.NodeAddr); c.Database != "" && net.ParseIP(host).IsUnspecified() {
+			// 0.0.0.0 reaches, from another node, that node itself.
+			return fmt.Errorf("--addr %s listens on every address: say with --advertise (BOXER_ADVERTISE) the host:port the other nodes reach this one at", c.Addr)
+		}
 	}
 	if m.api, err = api.New(c.API, deps); err != nil {
 		return err
@@ -420,8 +424,12 @@ func (m *Main) keyPolicy(ctx context.Context) error {
 		return nil
 	}
 	if n == 0 && !isLoopback(c.Addr) {
+		where := "--data-dir " + c.DataDir
+		if c.Database != "" {
+			where = "--database with this node's URL"
+		}
 		return fmt.Errorf("refusing to serve %s with payments off and no API key: anyone who reaches it could run code here. "+
-			"Add a key (boxer keys add --name NAME --data-dir %s), turn payments on, or pass --allow-anonymous", c.Addr, c.DataDir)
+			"Add a key (boxer keys add --name NAME %s), turn payments on, or pass --allow-anonymous", c.Addr, where)
 	}
 	c.API.KeysRequired = true // from the first key on, even one added while serving
 	// Keyless callers here are the host's own (loopback, nothing to pay):
