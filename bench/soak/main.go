@@ -157,7 +157,7 @@ func run() error {
 	pid := cmd.Process.Pid
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency}, Timeout: 5 * time.Minute}
 	cfg := sandbox.Config{StateDir: state}.WithDefaults()
-	in := observe.Instance{PID: pid, StateDir: state, CgroupName: cfg.CgroupName, IDBase: cfg.IDBase}
+	in := observe.Instance{PID: pid, StateDir: state, CgroupName: cfg.CgroupName, IDBase: cfg.IDBase, IDSpan: cfg.IDSpan}
 	start := snapshot(in)
 	// Warm up with the mix at full concurrency: what a server grows once
 	// under load (threads, code pages touched, the allocators' high-water

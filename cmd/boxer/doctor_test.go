@@ -167,6 +167,7 @@ func TestEngineAndSelfTestProblems(t *testing.T) {
 		{"rlimits", engineProblem(errors.New("default limits: open files 256: boxer's hard RLIMIT_NOFILE is 128; raise it")), probRlimit},
 		{"cgroups", engineProblem(fmt.Errorf("cgroups: %w", fmt.Errorf("cgroup: mkdir x: %w", unix.EROFS))), probCgroupReadOnly},
 		{"python", engineProblem(errors.New("python runtime /usr/bin/python3: exec: no such file")), probPython},
+		{"ids", engineProblem(errors.New("ids 1500000000-1500065535 are not all mapped in boxer's user namespace (/proc/self/uid_map: 0 2147483648 65536); give sandboxes ids it maps with --id-base and --id-span")), probIDs},
 		{"setup error", engineProblem(&sandbox.SetupError{Step: "mount /proc", Errno: syscall.EPERM, Msg: "mount /proc: operation not permitted"}), probProcMount},
 		{"unknown", engineProblem(errors.New("seccomp: arch")), probOther},
 		// Texts boxer doctor printed on this machine, each with one thing taken away.

@@ -144,6 +144,7 @@ const (
 	probMountDenied // another mount refused: EPERM
 	probMountAccess // another mount refused: EACCES
 	probIsolation   // a protection not in force inside a sandbox
+	probIDs         // the sandboxes' ids are not mapped in boxer's user namespace
 )
 
 // Fix texts several environments or problems share.
@@ -271,6 +272,14 @@ var fixes = map[problem]map[envKind]string{
 		envKubernetes: "securityContext: appArmorProfile: {type: Unconfined} (the runtime's default profile denies mount). Or, if --state-dir " +
 			"has a parent others cannot search: chmod o+x those directories.",
 	},
+	probIDs: {
+		envHost: "boxer runs in a user namespace that does not map the sandboxes' ids (--id-base, --id-span): give them ids it maps, " +
+			"as the FAIL line says, or run boxer in the initial user namespace.",
+		envDocker: "The container has a user namespace (--userns, --userns-remap, rootless): give the sandboxes ids it maps, " +
+			"e.g. --id-base 32768 --id-span 16384 when it maps 0-65535, or run the container without one.",
+		envKubernetes: "With hostUsers: false the pod maps ids 0-65535: set BOXER_ID_BASE=32768 and BOXER_ID_SPAN=16384, " +
+			"as deploy/kubernetes/deployment.yaml does.",
+	},
 	probIsolation: {
 		envHost: "A protection was not in force inside the sandbox: do not serve from this host. It is a boxer bug or a kernel that ignores the setting; report it with this output.",
 	},
@@ -386,6 +395,8 @@ func engineProblem(err error) problem {
 		return cgroupProblem(err)
 	case strings.HasPrefix(msg, "python"):
 		return probPython
+	case strings.HasPrefix(msg, "ids "):
+		return probIDs
 	}
 	return probOther
 }

@@ -117,6 +117,21 @@ func (e *envFlags) bytes(p *int64, name, env string, def int64, usage string) {
 	})
 }
 
+// id is a user or group id; 0 means the default the usage names.
+func (e *envFlags) id(p *uint32, name, env, usage string) {
+	parse := func(s string) error {
+		n, err := strconv.ParseUint(s, 10, 32)
+		*p = uint32(n)
+		return err
+	}
+	if v, ok := e.lookup(env); ok {
+		if err := parse(v); err != nil {
+			e.bad(env, v, err)
+		}
+	}
+	e.fs.Func(name, fmt.Sprintf("%s (%s)", usage, env), parse)
+}
+
 // list is a comma-separated list; an empty value is an empty list.
 func (e *envFlags) list(p *[]string, name, env, def, usage string) {
 	if v, ok := e.lookup(env); ok {

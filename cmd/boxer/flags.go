@@ -54,6 +54,8 @@ func engineFlags(ef *envFlags) *sandbox.Config {
 	ef.str(&c.StateDir, "state-dir", "BOXER_STATE_DIR", "/run/boxer", "directory for live sandboxes' mounts; others must be able to search its parents")
 	ef.str(&c.Python, "python", "BOXER_PYTHON", "/usr/bin/python3", "host Python interpreter the sandboxes run")
 	ef.str(&c.CgroupParent, "cgroup-parent", "BOXER_CGROUP_PARENT", "", "cgroup under which runs' cgroups are made; default: boxer's own")
+	ef.id(&c.IDBase, "id-base", "BOXER_ID_BASE", "first host id given to sandboxes (default 1500000000, or a block above it chosen by --state-dir)")
+	ef.id(&c.IDSpan, "id-span", "BOXER_ID_SPAN", "how many host ids from --id-base sandboxes use, a multiple of 16, at least 4096 (default 65536)")
 	ef.list(&c.ExtraBinds, "extra-bind", "BOXER_EXTRA_BINDS", "", "more host paths shown read-only in every sandbox")
 	return c
 }

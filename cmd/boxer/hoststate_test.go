@@ -49,7 +49,7 @@ var canaryTime = time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
 func watchHost(t *testing.T, s *testServer, state, data string) *hostWatch {
 	t.Helper()
 	cfg := sandbox.Config{StateDir: state}.WithDefaults()
-	w := &hostWatch{s: s, in: observe.Instance{PID: s.cmd.Process.Pid, StateDir: state, CgroupName: cfg.CgroupName, IDBase: cfg.IDBase, DataDir: data}}
+	w := &hostWatch{s: s, in: observe.Instance{PID: s.cmd.Process.Pid, StateDir: state, CgroupName: cfg.CgroupName, IDBase: cfg.IDBase, IDSpan: cfg.IDSpan, DataDir: data}}
 	tmp, err := os.CreateTemp("", "boxer-attack-canary-")
 	if err != nil {
 		t.Fatal(err)

@@ -17,14 +17,12 @@ type Instance struct {
 	StateDir   string // its --state-dir
 	CgroupName string // the directory that holds its runs' cgroups (sandbox.Config.CgroupName)
 	IDBase     uint32 // the first host id of its block (sandbox.Config.IDBase)
+	IDSpan     uint32 // how many ids the block holds (sandbox.Config.IDSpan)
 	// DataDir holds the server's database, whose connection pool opens
 	// and closes descriptors on its own schedule (idle connections close
 	// after a while): descriptors on files below it are not counted.
 	DataDir string
 }
-
-// idBlock is the span of host ids one instance uses (sandbox's idBlock).
-const idBlock = 65536
 
 // Footprint is what an instance holds on the host at one moment: every
 // mark a finished run could leave behind. Taken at a quiet point, two
@@ -51,7 +49,7 @@ type Footprint struct {
 // dir. Root: it reads other users' /proc entries.
 func Snapshot(in Instance) Footprint {
 	f := Footprint{FDs: map[string]int{}}
-	for _, pid := range LiveProcesses(in.IDBase, in.IDBase+idBlock) {
+	for _, pid := range LiveProcesses(in.IDBase, in.IDBase+in.IDSpan) {
 		f.Procs++
 		if parent(pid) == in.PID {
 			f.Roots = append(f.Roots, pid)

@@ -12,8 +12,12 @@ import (
 	"boxer"
 )
 
-// idBlock is the span of host ids one engine may use.
+// idBlock is the default span of host ids one engine uses (Config.IDSpan),
+// and the step between the default bases of engines on other state dirs.
 const idBlock = 65536
+
+// minIDSpan is the smallest IDSpan: room for the default MaxSandboxes.
+const minIDSpan = 4096
 
 // Config is the engine's configuration. The zero value of a field means its
 // default (see Defaults).
@@ -38,14 +42,20 @@ type Config struct {
 	// default is derived from StateDir, whose lock then guards both:
 	// "boxer" for the default state dir, "boxer-<hash>" for any other.
 	CgroupName string
-	// IDBase is the first host uid/gid given to sandboxes. Each live
-	// sandbox takes two consecutive ids (its root, its program) from
-	// [IDBase, IDBase+2*MaxSandboxes), and each of up to four live zygotes
-	// a block above that; nothing else on the host should use them. The default
-	// is 1,500,000,000 for the default state dir and, for any other, a
-	// block of 65,536 ids above it chosen by the state dir's hash, so
-	// that two instances on one host do not share ids.
+	// IDBase is the first host uid/gid given to sandboxes, and IDSpan how
+	// many the engine uses from there. The lower half is the cold
+	// sandboxes': each live one takes two consecutive ids (its root, its
+	// program) from [IDBase, IDBase+2*MaxSandboxes). Each of up to four
+	// live zygotes takes an eighth of the span in the upper half. Nothing
+	// else on the host should use them. The default base is 1,500,000,000
+	// for the default state dir and, for any other, a block of 65,536 ids
+	// above it chosen by the state dir's hash, so that two instances on one
+	// host do not share ids. The default span is 65,536; a smaller one fits
+	// a user namespace that maps few ids (a Kubernetes pod with hostUsers:
+	// false has 65,536 in all, its own root among them). The range must be
+	// mapped in boxer's own user namespace: New checks.
 	IDBase uint32
+	IDSpan uint32
 	// MaxSandboxes bounds how many sandboxes may exist at once.
 	MaxSandboxes int
 	// TmpInodes caps the inodes of each tmpfs (work dir, /tmp, /dev/shm):
@@ -84,6 +94,9 @@ func (c Config) WithDefaults() Config {
 			c.IDBase += (1 + uint32(binary.BigEndian.Uint16(sum[:2]))%4096) * idBlock
 		}
 	}
+	if c.IDSpan == 0 {
+		c.IDSpan = idBlock
+	}
 	if c.MaxSandboxes == 0 {
 		c.MaxSandboxes = 1024
 	}
@@ -120,11 +133,17 @@ func (c Config) Validate() error {
 	if c.MaxSandboxes < 1 {
 		errs = append(errs, errors.New("max sandboxes: must be at least 1"))
 	}
-	if uint64(c.IDBase)+idBlock >= 1<<32-1 {
+	if c.IDBase == 0 {
+		errs = append(errs, errors.New("id base: must be above 0 (root's id)"))
+	}
+	if c.IDSpan < minIDSpan || c.IDSpan%16 != 0 {
+		errs = append(errs, fmt.Errorf("id span %d: must be a multiple of 16, at least %d", c.IDSpan, minIDSpan))
+	}
+	if uint64(c.IDBase)+uint64(c.IDSpan) >= 1<<32-1 {
 		errs = append(errs, errors.New("id base: the id range must end below 4294967295"))
 	}
-	if 2*c.MaxSandboxes > idBlock/2 {
-		errs = append(errs, fmt.Errorf("max sandboxes: at most %d", idBlock/4))
+	if 2*c.MaxSandboxes > int(c.IDSpan/2) {
+		errs = append(errs, fmt.Errorf("max sandboxes: at most %d with an id span of %d", c.IDSpan/4, c.IDSpan))
 	}
 	if err := c.Limits.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("default limits: %w", err))

@@ -54,6 +54,9 @@ func New(ctx context.Context, cfg Config) (_ *Engine, retErr error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkIDsMapped(cfg.IDBase, cfg.IDSpan); err != nil {
+		return nil, err
+	}
 	host, err := readHostRlimits()
 	if err != nil {
 		return nil, err

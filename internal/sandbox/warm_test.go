@@ -686,11 +686,19 @@ func TestZygoteStdoutHeldAcrossGC(t *testing.T) {
 
 // Up to four zygotes live at once (two pool lanes, each rotating), each
 // with host ids of its own: no two share a uid, and none reaches the cold
-// sandboxes' ids or past the engine's block. A fifth is refused, and so
-// are more slots than a block holds.
+// sandboxes' ids or past the engine's span, the default one or the least.
+// A fifth is refused, and so are more slots than a block holds.
 func TestZygoteIDBlocks(t *testing.T) {
-	e := newTestEngine(t, nil)
-	const slots = idBlock/16 - 1
+	for _, idSpan := range []uint32{0, minIDSpan} {
+		t.Run(fmt.Sprint("span=", idSpan), func(t *testing.T) {
+			e := newTestEngine(t, func(c *Config) { c.IDSpan = idSpan })
+			testZygoteIDBlocks(t, e)
+		})
+	}
+}
+
+func testZygoteIDBlocks(t *testing.T, e *Engine) {
+	slots := int(e.cfg.IDSpan/16 - 1)
 	if _, err := e.StartZygote(context.Background(), ZygoteConfig{Slots: slots + 1}); err == nil || !strings.Contains(err.Error(), "out of range") {
 		t.Fatalf("%d slots: %v, want out of range", slots+1, err)
 	}
@@ -702,12 +710,12 @@ func TestZygoteIDBlocks(t *testing.T) {
 			t.Fatalf("zygote %d: %v", len(spans)+1, err)
 		}
 		defer z.Close()
-		spans = append(spans, span{z.userBase, z.userBase + 2*slots - 1}) // a job's uid and its pid 1's per slot
+		spans = append(spans, span{z.userBase, z.userBase + 2*uint32(slots) - 1}) // a job's uid and its pid 1's per slot
 	}
 	if _, err := e.StartZygote(context.Background(), ZygoteConfig{Slots: 1}); err == nil || !strings.Contains(err.Error(), "live already") {
 		t.Fatalf("a fifth zygote: %v, want refused", err)
 	}
-	coldTop, engineTop := e.cfg.IDBase+2*uint32(e.cfg.MaxSandboxes), e.cfg.IDBase+idBlock
+	coldTop, engineTop := e.cfg.IDBase+2*uint32(e.cfg.MaxSandboxes), e.cfg.IDBase+e.cfg.IDSpan
 	for i, a := range spans {
 		if a.lo-1 < coldTop || a.hi >= engineTop { // lo-1: the zygote's own root id
 			t.Errorf("zygote %d: uids %d-%d, outside [%d, %d)", i, a.lo-1, a.hi, coldTop, engineTop)

@@ -118,7 +118,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	if cfg.MemoryBytes == 0 {
 		cfg.MemoryBytes = 1 << 30
 	}
-	if cfg.Slots < 1 || cfg.Slots >= idBlock/16 {
+	if cfg.Slots < 1 || cfg.Slots >= int(e.cfg.IDSpan/16) {
 		return nil, fmt.Errorf("zygote: slots %d out of range", cfg.Slots)
 	}
 	block := -1
@@ -134,7 +134,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	unlock := e.zygoteIDs[block].Unlock
 	// The cold sandboxes use the lower half of the engine's ids; zygote
 	// block k is the k-th quarter of the upper half.
-	base := e.cfg.IDBase + idBlock/2 + uint32(block)*idBlock/8
+	base := e.cfg.IDBase + e.cfg.IDSpan/2 + uint32(block)*e.cfg.IDSpan/8
 	// Each slot has two uids: its job's, UID+slot, and its pid 1's,
 	// UID+Slots+slot (see _drop in zygote.py).
 	ids := idMap{root: base, user: base + 1, users: 2 * cfg.Slots, release: unlock}
