@@ -90,7 +90,7 @@ func TestFixFor(t *testing.T) {
 		{probNamespaces, envKubernetes, []string{"seccompProfile: {type: Unconfined}", "appArmorProfile: {type: Unconfined}", "add: [SYS_ADMIN]"}},
 		{probNamespaces, envSystemd, []string{"RestrictNamespaces=", "SystemCallFilter="}},
 		{probCaps, envDocker, []string{"--cap-add SYS_ADMIN"}},
-		{probCaps, envSystemd, []string{"CapabilityBoundingSet=", "CAP_SYS_ADMIN CAP_SETUID CAP_SETGID CAP_DAC_READ_SEARCH"}},
+		{probCaps, envSystemd, []string{"CapabilityBoundingSet=", "CAP_SYS_ADMIN CAP_SETUID CAP_SETGID CAP_DAC_OVERRIDE"}},
 		{probCaps, envKubernetes, []string{"capabilities.add: [SYS_ADMIN]"}},
 		{probCgroupDelegate, envSystemd, []string{"Delegate=yes"}},
 		{probCgroupDelegate, envHost, []string{"deploy/systemd/boxer.service", "--cgroup-parent"}},
@@ -207,10 +207,10 @@ func TestCapabilities(t *testing.T) {
 		want    string
 	}{
 		{"full set", ^uint64(0), "", "CAP_SYS_ADMIN, CAP_SETUID, CAP_SETGID, CAP_DAC_OVERRIDE"},
-		{"the unit's set", bits(unix.CAP_SYS_ADMIN, unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_DAC_READ_SEARCH), "", "CAP_SYS_ADMIN, CAP_SETUID, CAP_SETGID, CAP_DAC_READ_SEARCH"},
-		{"no DAC capability: a warning, not a failure", bits(unix.CAP_SYS_ADMIN, unix.CAP_SETUID, unix.CAP_SETGID), "", "come back refused"},
+		{"the unit's set", bits(unix.CAP_SYS_ADMIN, unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_DAC_OVERRIDE), "", "CAP_SYS_ADMIN, CAP_SETUID, CAP_SETGID, CAP_DAC_OVERRIDE"},
+		{"the unit's set before forks", bits(unix.CAP_SYS_ADMIN, unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_DAC_READ_SEARCH), "missing CAP_DAC_OVERRIDE (session forks, unreadable artifacts)", ""},
 		{"docker's default set", bits(unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_KILL), "missing CAP_SYS_ADMIN (mounts)", ""},
-		{"none", 0, "missing CAP_SYS_ADMIN (mounts), CAP_SETUID (uid maps), CAP_SETGID (gid maps)", ""},
+		{"none", 0, "missing CAP_SYS_ADMIN (mounts), CAP_SETUID (uid maps), CAP_SETGID (gid maps), CAP_DAC_OVERRIDE (session forks, unreadable artifacts)", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := capabilities(tc.eff)

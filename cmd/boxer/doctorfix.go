@@ -174,7 +174,7 @@ var fixes = map[problem]map[envKind]string{
 	},
 	probCaps: {
 		envHost:       "Run boxer as root with the full capability set, not under capsh, setpriv or a reduced bounding set.",
-		envSystemd:    "CapabilityBoundingSet= in the unit must keep CAP_SYS_ADMIN CAP_SETUID CAP_SETGID CAP_DAC_READ_SEARCH (deploy/systemd/boxer.service).",
+		envSystemd:    "CapabilityBoundingSet= in the unit must keep CAP_SYS_ADMIN CAP_SETUID CAP_SETGID CAP_DAC_OVERRIDE (deploy/systemd/boxer.service).",
 		envDocker:     "--cap-add SYS_ADMIN (the default set has SETUID, SETGID and DAC_OVERRIDE; after --cap-drop ALL add those too), or --privileged.",
 		envKubernetes: "securityContext.capabilities.add: [SYS_ADMIN] (the runtime's default set has SETUID, SETGID and DAC_OVERRIDE; after drop: [ALL] add those too), or privileged: true.",
 	},
@@ -214,7 +214,7 @@ var fixes = map[problem]map[envKind]string{
 	probCgroupDenied: {
 		envHost: "boxer may not create cgroups there: where its cgroup is a hierarchy's root (mode 0555) it needs root with CAP_DAC_OVERRIDE. " +
 			"Or give it a cgroup of its own. " + fixSystemdUnit,
-		envSystemd: "On cgroup v1, add CAP_DAC_OVERRIDE to CapabilityBoundingSet=: systemd gives a unit no cgroup in the freezer hierarchy, " +
+		envSystemd: "On cgroup v1, keep CAP_DAC_OVERRIDE in CapabilityBoundingSet= (deploy/systemd/boxer.service has it): systemd gives a unit no cgroup in the freezer hierarchy, " +
 			"so boxer makes its own in that hierarchy's root, mode 0555.",
 		envDocker:     fixDockerCgroup,
 		envPodman:     fixPodmanCgroup,

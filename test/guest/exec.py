@@ -1,7 +1,17 @@
-"""exec.py BASE PID: waits (bounded) until the boxer serve at BASE is ready,
-then checks that POST /v1/exec answers print(2+2) with 4. PID is the
-server's process, whose death ends the wait at once (0: not watched)."""
+"""exec.py BASE PID [fork]: waits (bounded) until the boxer serve at BASE is
+ready, then checks that POST /v1/exec answers print(2+2) with 4. PID is the
+server's process, whose death ends the wait at once (0: not watched). With
+fork, it also forks a session (the capability it needs beyond running:
+writing the fork's memory) and checks the fork holds its parent's state."""
 import json, os, sys, time, urllib.request
+
+
+def post(path, body):
+    req = urllib.request.Request(base + path, method="POST", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.load(r)
+
 
 base, pid = sys.argv[1], int(sys.argv[2])
 # The warm pool imports numpy and pandas first, which takes a while under TCG.
@@ -21,11 +31,15 @@ while True:
     if time.monotonic() > deadline:
         sys.exit("/readyz not 200 within 300 s")
     time.sleep(0.2)
-req = urllib.request.Request(base + "/v1/exec", method="POST",
-    data=json.dumps({"code": "print(2+2)", "language": "python"}).encode(),
-    headers={"Content-Type": "application/json"})
-with urllib.request.urlopen(req, timeout=120) as r:
-    body = json.load(r)
+body = post("/v1/exec", {"code": "print(2+2)", "language": "python"})
 print(json.dumps(body))
 if body.get("result", {}).get("stdout") != "4\n":
     sys.exit("stdout is not 4\\n")
+if sys.argv[3:] == ["fork"]:
+    parent = post("/v1/sessions", {})["session_id"]
+    post(f"/v1/sessions/{parent}/exec", {"code": "x = 41"})
+    child = post(f"/v1/sessions/{parent}/fork", {})["session_id"]
+    out = post(f"/v1/sessions/{child}/exec", {"code": "print(x + 1)"})
+    print(json.dumps(out))
+    if out.get("result", {}).get("stdout") != "42\n":
+        sys.exit("the fork does not hold x = 41")

@@ -43,7 +43,7 @@ systemd_unit() {
   printf '[Service]\nExecStart=\nExecStart=/opt/boxer/boxer serve\nEnvironment=BOXER_ADDR=127.0.0.1:18081\n' >$d/guest.conf
   systemctl daemon-reload || return
   systemctl start boxer || { systemctl status boxer --no-pager; journalctl -u boxer --no-pager | tail -30; return 1; }
-  python3 "$repo/test/guest/exec.py" http://127.0.0.1:18081 0 || rc=1
+  python3 "$repo/test/guest/exec.py" http://127.0.0.1:18081 0 fork || rc=1
   local cg main
   cg=/sys/fs/cgroup$(systemctl show -P ControlGroup boxer)
   main=$(systemctl show -P MainPID boxer)
