@@ -24,7 +24,8 @@ By default boxer runs the sandboxes itself, as 'boxer serve' does (as root,
 with the same flags and the same self-test), without listening anywhere.
 With --server, it runs nothing: each tool call goes to the boxer service
 at URL (its sandboxes, limits and prices), and this process needs no
-privilege at all.
+privilege at all. --key (better: BOXER_API_KEY in the agent's env, out of
+its arguments) is sent with each call, for a service that asks for keys.
 
 An agent's configuration, for example:
 
@@ -36,6 +37,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	cfg := serveFlags(ef)
 	var server string
 	ef.str(&server, "server", "BOXER_MCP_SERVER", "", "a boxer service's base URL to send tool calls to, instead of running sandboxes here")
+	var key string
+	ef.str(&key, "key", "BOXER_API_KEY", "", "with --server: the API key sent to it (Authorization: Bearer)")
 	if !ef.parse(args) {
 		return 2
 	}
@@ -46,7 +49,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	var srv *mcpserver.Server
 	if server != "" {
-		proxy, err := remoteAPI(server, log)
+		proxy, err := remoteAPI(server, key, log)
 		if err != nil {
 			fmt.Fprintln(stderr, "boxer mcp: --server:", err)
 			return 2
@@ -75,8 +78,9 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	return 0
 }
 
-// remoteAPI is a proxy to the boxer API at base; its failures go to log.
-func remoteAPI(base string, log *slog.Logger) (http.Handler, error) {
+// remoteAPI is a proxy to the boxer API at base, sending key if there is
+// one; its failures go to log.
+func remoteAPI(base, key string, log *slog.Logger) (http.Handler, error) {
 	u, err := url.Parse(base)
 	if err != nil {
 		return nil, err
@@ -87,6 +91,9 @@ func remoteAPI(base string, log *slog.Logger) (http.Handler, error) {
 	return &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
 		r.SetURL(u)
 		r.Out.Host = u.Host
+		if key != "" {
+			r.Out.Header.Set("Authorization", "Bearer "+key)
+		}
 	}, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}, nil
 }
 

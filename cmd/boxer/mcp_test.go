@@ -5,6 +5,9 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -50,5 +53,35 @@ func TestMCPStdioLineLimit(t *testing.T) {
 	}
 	if code, answer, errs := session("1MiB"); code != 0 || !strings.Contains(answer, `"isError":true`) {
 		t.Fatalf("a line under the limit: exit %d, answer %.300q, stderr %.300q", code, answer, errs)
+	}
+}
+
+// With --key, each call forwarded to the service carries the key, and
+// nothing else in its place: a keyed service knows the caller.
+func TestMCPRemoteSendsKey(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"success":true,"result":{"stdout":"4\n","stderr":"","exitCode":0}}`)
+	}))
+	defer srv.Close()
+	for _, key := range []string{"bxk_secret", ""} {
+		h, err := remoteAPI(srv.URL, key, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest("POST", "/v1/exec", strings.NewReader(`{"code":"print(2+2)","language":"python"}`))
+		if key == "" {
+			r.Header.Set("Authorization", "Bearer from-the-agent")
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		want := "Bearer " + key
+		if key == "" {
+			want = "Bearer from-the-agent"
+		}
+		if a := <-got; a != want {
+			t.Errorf("key %q: the service saw Authorization %q, want %q", key, a, want)
+		}
 	}
 }

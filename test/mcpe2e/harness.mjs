@@ -3,11 +3,13 @@
 // a traceback, a timeout, a matplotlib PNG, bad arguments), checked
 // exactly; every call and its answer go to the transcript on stdout.
 //
-//   node harness.mjs --boxer /path/to/boxer [--timeout-ms N]
+//   node harness.mjs --boxer /path/to/boxer [--url URL [--key KEY]] [--timeout-ms N]
 //
 // Transports: streamable HTTP at `boxer serve`'s /mcp; stdio through
 // `boxer mcp --server URL` (tool calls forwarded to that server); stdio
 // through `boxer mcp` running its own sandboxes, once the server is gone.
+// With --url the server is one running already (test/container's image):
+// the first two transports, and the server is left running.
 import { parseArgs } from 'node:util';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,7 +19,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { freePort, startProcess, waitFor } from '../x402e2e/lib/proc.mjs';
 
-const { values: opts } = parseArgs({ options: { boxer: { type: 'string' }, 'timeout-ms': { type: 'string', default: '240000' } } });
+const { values: opts } = parseArgs({
+  options: { boxer: { type: 'string' }, url: { type: 'string' }, key: { type: 'string' }, 'timeout-ms': { type: 'string', default: '240000' } },
+});
 if (!opts.boxer) throw new Error('--boxer is required');
 const deadline = setTimeout(() => { console.error('harness: out of time'); process.exit(1); }, Number(opts['timeout-ms']));
 
@@ -166,19 +170,30 @@ async function withClient(label, transport, fn) {
 const tmp = mkdtempSync(path.join(tmpdir(), 'boxer-mcpe2e-'));
 let server;
 try {
-  const addr = `127.0.0.1:${await freePort()}`;
-  server = startProcess('boxer serve', opts.boxer, ['serve', '--addr', addr, '--data-dir', path.join(tmp, 'serve')]);
-  const url = `http://${addr}`;
+  // --url: a boxer serving already (test/container runs its image);
+  // the harness then tests it over both transports and leaves it be.
+  let url = opts.url;
+  if (!url) {
+    const addr = `127.0.0.1:${await freePort()}`;
+    server = startProcess('boxer serve', opts.boxer, ['serve', '--addr', addr, '--data-dir', path.join(tmp, 'serve')]);
+    url = `http://${addr}`;
+  }
   await waitFor('boxer serve', async () => (await fetch(`${url}/readyz`)).ok, 180000, server);
 
-  await withClient('streamable HTTP', new StreamableHTTPClientTransport(new URL(`${url}/mcp`)), (c) => cases(c, 'http'));
-  await withClient('stdio, --server', new StdioClientTransport({ command: opts.boxer, args: ['mcp', '--server', url], stderr: 'pipe' }),
+  // --key: the server asks for API keys; both transports send this one.
+  const headers = opts.key ? { Authorization: `Bearer ${opts.key}` } : {};
+  const env = opts.key ? { ...process.env, BOXER_API_KEY: opts.key } : undefined;
+  await withClient('streamable HTTP', new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers } }),
+    (c) => cases(c, 'http'));
+  await withClient('stdio, --server', new StdioClientTransport({ command: opts.boxer, args: ['mcp', '--server', url], env, stderr: 'pipe' }),
     (c) => cases(c, 'stdio --server'));
-  await server.stop();
-  server = null;
-  await withClient('stdio, local sandboxes', new StdioClientTransport({
-    command: opts.boxer, args: ['mcp', '--data-dir', path.join(tmp, 'stdio')], stderr: 'pipe',
-  }), (c) => cases(c, 'stdio local'));
+  if (server) {
+    await server.stop();
+    server = null;
+    await withClient('stdio, local sandboxes', new StdioClientTransport({
+      command: opts.boxer, args: ['mcp', '--data-dir', path.join(tmp, 'stdio')], stderr: 'pipe',
+    }), (c) => cases(c, 'stdio local'));
+  }
 } catch (e) {
   failed++;
   console.log(`  FAIL  harness: ${e.stack ?? e}`);
