@@ -153,8 +153,9 @@ const (
 		"Docker mounts /sys/fs/cgroup read-only unless --privileged: remount it read-write before boxer starts " +
 		"(mount -o remount,rw /sys/fs/cgroup in the entrypoint; it needs --cap-add SYS_ADMIN and --security-opt apparmor=unconfined), or use --privileged."
 	fixPodmanCgroup = "--cgroupns=private, and --security-opt unmask=ALL: Podman mounts /sys/fs/cgroup read-only by default. Or --privileged."
-	fixK8sCgroup    = "Run on cgroup v2 nodes (the container then has a cgroup namespace of its own), with privileged: true: " +
-		"the container runtime mounts /sys/fs/cgroup read-only otherwise."
+	fixK8sCgroup    = "Run on cgroup v2 nodes (the container then has a cgroup namespace of its own), with hostUsers: false and " +
+		"capabilities.add: [SYS_ADMIN], and start boxer through the image's entrypoint, which remounts /sys/fs/cgroup read-write " +
+		"(deploy/kubernetes/deployment.yaml)."
 	fixSystemdUnit = "Run boxer as a service of its own with Delegate=yes: install deploy/systemd/boxer.service " +
 		"(or, for a try, systemd-run -p Delegate=yes boxer serve)."
 )
@@ -170,13 +171,13 @@ var fixes = map[problem]map[envKind]string{
 		envHost:       "Run boxer as root (sudo boxer ...): every run gets its own namespaces, cgroup and mounts.",
 		envSystemd:    "Leave User= out of the unit: boxer runs as root (deploy/systemd/boxer.service).",
 		envDocker:     "Run the container as root (no --user, or --user 0), not in rootless mode or with --userns-remap: boxer maps its sandboxes to host ids from 1,500,000,000 up.",
-		envKubernetes: "runAsUser: 0, and leave hostUsers unset (true): a pod's user namespace has 65,536 ids, and boxer maps its sandboxes to host ids from 1,500,000,000 up.",
+		envKubernetes: "runAsUser: 0 with hostUsers: false: root in the pod's own user namespace (deploy/kubernetes/deployment.yaml).",
 	},
 	probCaps: {
 		envHost:       "Run boxer as root with the full capability set, not under capsh, setpriv or a reduced bounding set.",
 		envSystemd:    "CapabilityBoundingSet= in the unit must keep CAP_SYS_ADMIN CAP_SETUID CAP_SETGID CAP_DAC_OVERRIDE (deploy/systemd/boxer.service).",
 		envDocker:     "--cap-add SYS_ADMIN (the default set has SETUID, SETGID and DAC_OVERRIDE; after --cap-drop ALL add those too), or --privileged.",
-		envKubernetes: "securityContext.capabilities.add: [SYS_ADMIN] (the runtime's default set has SETUID, SETGID and DAC_OVERRIDE; after drop: [ALL] add those too), or privileged: true.",
+		envKubernetes: "securityContext.capabilities: {drop: [ALL], add: [SYS_ADMIN, SETUID, SETGID, DAC_OVERRIDE]} (deploy/kubernetes/deployment.yaml).",
 	},
 	probUserNS: {
 		envHost: "sysctl -w user.max_user_namespaces=15000, and the same setting in /etc/sysctl.d/. " +
@@ -246,8 +247,8 @@ var fixes = map[problem]map[envKind]string{
 			"With --security-opt apparmor=unconfined (docker-default denies mount); or --privileged.",
 		envPodman: "--security-opt unmask=ALL: Podman's masks over /proc make the kernel refuse a sandbox its own /proc. " +
 			"With --security-opt apparmor=unconfined; or --privileged.",
-		envKubernetes: "privileged: true. (procMount: Unmasked would lift the masks, but Kubernetes accepts it only with hostUsers: false, " +
-			"and in a pod's user namespace of 65,536 ids boxer cannot map its sandboxes' ids.)",
+		envKubernetes: "securityContext.procMount: Unmasked, which Kubernetes accepts only with hostUsers: false, " +
+			"and BOXER_ID_BASE=32768 BOXER_ID_SPAN=16384 for the pod's 65,536 ids (deploy/kubernetes/deployment.yaml).",
 	},
 	probNamespaces: {
 		envHost: "The kernel refused a sandbox's namespaces or its uid/gid map: boxer needs root with CAP_SYS_ADMIN, CAP_SETUID and CAP_SETGID, " +
@@ -255,13 +256,14 @@ var fixes = map[problem]map[envKind]string{
 		envSystemd: "Keep CAP_SYS_ADMIN CAP_SETUID CAP_SETGID in CapabilityBoundingSet=, and set no RestrictNamespaces=, SystemCallFilter= or PrivateUsers= (deploy/systemd/boxer.service).",
 		envDocker: "--security-opt seccomp=unconfined (Docker's default profile refuses new namespaces, mount and pivot_root unless the container has CAP_SYS_ADMIN, " +
 			"and would stack on every sandbox's own filter) with --cap-add SYS_ADMIN; or --privileged.",
-		envKubernetes: "securityContext: seccompProfile: {type: Unconfined}, capabilities: {add: [SYS_ADMIN]}, appArmorProfile: {type: Unconfined}; or privileged: true.",
+		envKubernetes: "securityContext: capabilities: {add: [SYS_ADMIN, SETUID, SETGID]}, appArmorProfile: {type: Unconfined}, " +
+			"and a seccomp profile that allows clone, unshare, mount and pivot_root with CAP_SYS_ADMIN (RuntimeDefault does).",
 	},
 	probMountDenied: {
 		envHost:       "A mount was refused: boxer needs CAP_SYS_ADMIN, and no seccomp filter on it that refuses mount, umount2 or pivot_root.",
 		envSystemd:    "Keep CAP_SYS_ADMIN in CapabilityBoundingSet= and set no SystemCallFilter= (deploy/systemd/boxer.service).",
 		envDocker:     "--cap-add SYS_ADMIN and --security-opt seccomp=unconfined, with --security-opt apparmor=unconfined; or --privileged.",
-		envKubernetes: "securityContext: capabilities: {add: [SYS_ADMIN]}, seccompProfile: {type: Unconfined}, appArmorProfile: {type: Unconfined}; or privileged: true.",
+		envKubernetes: "securityContext: capabilities: {add: [SYS_ADMIN]}, appArmorProfile: {type: Unconfined} (deploy/kubernetes/deployment.yaml).",
 	},
 	probMountAccess: {
 		envHost: "Either a sandbox's root (an unprivileged id) could not reach its mount point: every directory above --state-dir must be searchable by others; " +
