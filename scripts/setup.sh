@@ -4,7 +4,8 @@
 # the tests need (Node.js and npm, for the x402 and MCP end-to-end tests
 # with the protocols' official clients; Chromium, for the playground's test
 # in a real browser; PostgreSQL, whose server the store's tests start, and
-# HAProxy, the balancer of the cluster proof). Further arguments are more Debian packages to
+# HAProxy, the balancer of the cluster proof; debootstrap, umoci, skopeo,
+# Podman and runc, which build and run the container image). Further arguments are more Debian packages to
 # install (test/guest/run.sh's qemu and busybox). Idempotent; needs root.
 #
 #   scripts/setup.sh [--test] [PACKAGE...]
@@ -14,7 +15,7 @@ packages=(python3 python3-numpy python3-pandas python3-matplotlib python3-scipy 
 if [ "${1:-}" = "--test" ]; then
   shift
   command -v npm >/dev/null || packages+=(nodejs npm)
-  packages+=(chromium postgresql haproxy)
+  packages+=(chromium postgresql haproxy debootstrap umoci skopeo podman runc)
 fi
 packages+=("$@")
 

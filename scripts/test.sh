@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up this Debian/Ubuntu host for the tests and runs every check and
-# test: gofmt and vet, the x402 and MCP end-to-end tests with the protocols'
+# test: gofmt and vet, the Kubernetes manifests' rules, the x402 and MCP end-to-end tests with the protocols'
 # official clients, each fuzz target briefly, the soak at CI size, the cluster
-# proof (bench/cluster -short), go test, and the
+# proof (bench/cluster -short), go test, the container image run with
+# Podman (test/container), and the
 # quick suite in cgroup-v2 qemu guests (test/guest). Needs
 # root (the tests run real sandboxes). FUZZTIME, SOAK_N and SOAK_C size
 # the fuzzing and the soak.
@@ -16,6 +17,9 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
+# The Kubernetes manifests: strict decoding into the API types, and the
+# rules deploy/kubernetes/README.md lists (a module of its own).
+(cd deploy/kubernetes && go vet . && go test -count=1 .)
 
 ./test/x402e2e/run.sh
 ./test/mcpe2e/run.sh
@@ -36,6 +40,10 @@ go run ./bench/soak -n "${SOAK_N:-90}" -c "${SOAK_C:-8}"
 go run ./bench/cluster -short
 
 go test -count=1 -timeout 20m ./...
+
+# The container image, built offline and run with Podman and the
+# Kubernetes manifests' privileges; the MCP cases through its port.
+./test/container/run.sh
 
 # This host may be cgroup v1; production hosts are v2. The quick suite on
 # Debian's 6.1 and 6.12 kernels, and on 6.1 with systemd as init.
