@@ -111,7 +111,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.bytes(&a.MaxExecBodyBytes, "max-exec-body", "BOXER_MAX_EXEC_BODY", api.DefaultMaxExecBodyBytes, "largest /v1/exec request body")
 	ef.bytes(&a.MaxRunBodyBytes, "max-run-body", "BOXER_MAX_RUN_BODY", api.DefaultMaxRunBodyBytes, "largest /v1/run-python request body")
 	ef.duration(&a.BodyTimeout, "body-timeout", "BOXER_BODY_TIMEOUT", api.DefaultBodyTimeout, "longest a request body may take to arrive (then 408 request_timeout)")
-	ef.integer(&a.Slots, "slots", "BOXER_SLOTS", api.DefaultSlots(), "runs at once (default: four a CPU, at most one a GiB of memory, at least one a CPU)")
+	ef.integer(&a.Slots, "slots", "BOXER_SLOTS", api.DefaultSlots(), "runs at once (default: four a CPU, at most one a GiB of memory, at least one a CPU; CPUs and memory within a container's or pod's cgroup limits)")
 	ef.duration(&a.MaxQueueWait, "max-queue-wait", "BOXER_MAX_QUEUE_WAIT", api.DefaultMaxQueueWait, "a run waits for a slot if its expected wait (the runs ahead over the slots, times a run's recent time) is at most this; else 503 busy")
 	ef.integer(&a.Queue, "queue", "BOXER_QUEUE", api.DefaultQueue, "most runs that may wait for a slot, whatever their expected wait; beyond, 503 busy")
 	ef.bytes(&a.QueueBytes, "queue-bytes", "BOXER_QUEUE_BYTES", api.DefaultQueueBytes, "most bytes of jobs (files, stdin, code) that may wait for a slot")

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"time"
 
@@ -227,7 +228,9 @@ func (c Config) Validate() error {
 
 // DefaultSlots is how many runs execute at once unless configured: four a
 // CPU, but no more than one for each GiB of the host's memory, and never
-// fewer than one a CPU (the default before).
+// fewer than one a CPU (the default before). CPUs and memory are the
+// host's, or the limits of boxer's cgroup where they are lower (a
+// container's, a pod's: see cgroupLimits).
 //
 // A run's path passes through several processes (boxer, the zygote, the
 // warm child) and waits on each in turn, so one run a CPU leaves the CPUs
@@ -239,11 +242,18 @@ func (c Config) Validate() error {
 // run a CPU (a 2-CPU qemu guest of 2 GiB, a little less usable, had got
 // a single slot).
 func DefaultSlots() int {
+	cg, _ := os.ReadFile("/proc/self/cgroup")
+	cpuLimit, memLimit := cgroupLimits(string(cg), "/sys/fs/cgroup", os.ReadFile)
+	cpus := cpusBoundedBy(runtime.NumCPU(), cpuLimit)
 	var si unix.Sysinfo_t
 	if unix.Sysinfo(&si) != nil {
-		return 4 * runtime.NumCPU()
+		return 4 * cpus
 	}
-	return slotsFor(runtime.NumCPU(), uint64(si.Totalram)*uint64(si.Unit))
+	memory := uint64(si.Totalram) * uint64(si.Unit)
+	if memLimit > 0 && memLimit < memory {
+		memory = memLimit
+	}
+	return slotsFor(cpus, memory)
 }
 
 // slotsFor is DefaultSlots on a host with cpus CPUs and memory bytes.
