@@ -36,10 +36,11 @@ if [ ! -f "$base" ]; then
   debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$cache/debootstrap.log" 2>&1 ||
     { tail -20 "$cache/debootstrap.log" >&2; exit 1; }
   echo "build: installing ${packages[*]}"
-  chroot "$root" apt-get update -qq
-  chroot "$root" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
-  chroot "$root" apt-get clean
+  # apt as root in the chroot (no _apt sandbox user to drop to there);
+  # its chatter goes to the log, shown if it fails.
+  apt=(chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root -qq)
+  { "${apt[@]}" update && "${apt[@]}" install -y --no-install-recommends "${packages[@]}" && "${apt[@]}" clean; } \
+    >"$cache/apt.log" 2>&1 || { tail -20 "$cache/apt.log" >&2; exit 1; }
   # What no program reads at run time: package lists, documentation,
   # translations, logs. dpkg's own records stay, so an image built FROM
   # this one can apt-get install more Python packages.
