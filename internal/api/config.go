@@ -3,11 +3,11 @@ package api
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"time"
 
 	"boxer"
+	"boxer/internal/cgroup"
 
 	"golang.org/x/sys/unix"
 )
@@ -242,9 +242,8 @@ func (c Config) Validate() error {
 // run a CPU (a 2-CPU qemu guest of 2 GiB, a little less usable, had got
 // a single slot).
 func DefaultSlots() int {
-	cg, _ := os.ReadFile("/proc/self/cgroup")
-	cpuLimit, memLimit := cgroupLimits(string(cg), "/sys/fs/cgroup", os.ReadFile)
-	cpus := cpusBoundedBy(runtime.NumCPU(), cpuLimit)
+	cpuLimit, memLimit := cgroup.Limits(cgroup.Options{})
+	cpus := cgroup.CPUsBoundedBy(runtime.NumCPU(), cpuLimit)
 	var si unix.Sysinfo_t
 	if unix.Sysinfo(&si) != nil {
 		return 4 * cpus

@@ -1,4 +1,4 @@
-package api
+package cgroup
 
 import (
 	"io/fs"
@@ -6,7 +6,7 @@ import (
 )
 
 // The limits of boxer's cgroup and of each ancestor bound it; the lowest
-// of each counts, "max" is no limit, and v1 (no 0:: line) is not read.
+// of each counts, "max" is no limit, a missing file none.
 func TestCgroupLimits(t *testing.T) {
 	files := map[string]string{
 		"/sys/fs/cgroup/kubepods.slice/cpu.max":                      "max 100000\n",
@@ -30,19 +30,18 @@ func TestCgroupLimits(t *testing.T) {
 		return nil, fs.ErrNotExist
 	}
 	for _, c := range []struct {
-		self   string
+		dir    string
 		cpus   float64
 		memory uint64
 	}{
-		{"0::/kubepods.slice/pod1/boxer\n", 1.5, 8 << 30}, // the root's 1.5 counts too: an ancestor
-		{"0::/\n", 1.5, 0},
-		{"0::/system.slice/boxer.service\n", 1.5, 0}, // its child's limits do not bind it
-		{"12:pids:/x\n11:memory:/x\n", 0, 0},
-		{"", 0, 0},
+		{"/sys/fs/cgroup/kubepods.slice/pod1/boxer", 1.5, 8 << 30}, // the root's 1.5 counts too: an ancestor
+		{"/sys/fs/cgroup", 1.5, 0},
+		{"/sys/fs/cgroup/system.slice/boxer.service", 1.5, 0}, // its child's limits do not bind it
+		{"/sys/fs/cgroup/none", 1.5, 0},
 	} {
-		cpus, memory := cgroupLimits(c.self, "/sys/fs/cgroup", read)
+		cpus, memory := limitsFrom(c.dir, "/sys/fs/cgroup", read)
 		if cpus != c.cpus || memory != c.memory {
-			t.Errorf("%q: %v CPUs, %d bytes; want %v, %d", c.self, cpus, memory, c.cpus, c.memory)
+			t.Errorf("%s: %v CPUs, %d bytes; want %v, %d", c.dir, cpus, memory, c.cpus, c.memory)
 		}
 	}
 	for _, c := range []struct {
@@ -50,8 +49,8 @@ func TestCgroupLimits(t *testing.T) {
 		limit float64
 		want  int
 	}{{64, 2, 2}, {64, 1.5, 2}, {64, 0.25, 1}, {4, 8, 4}, {4, 0, 4}} {
-		if got := cpusBoundedBy(c.n, c.limit); got != c.want {
-			t.Errorf("cpusBoundedBy(%d, %v) = %d, want %d", c.n, c.limit, got, c.want)
+		if got := CPUsBoundedBy(c.n, c.limit); got != c.want {
+			t.Errorf("CPUsBoundedBy(%d, %v) = %d, want %d", c.n, c.limit, got, c.want)
 		}
 	}
 }
