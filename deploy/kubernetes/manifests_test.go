@@ -7,6 +7,7 @@ package kubernetes
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,6 +73,17 @@ func load(t *testing.T) manifests {
 		t.Fatalf("kustomization.yaml lists %v; the folder has %v", got, want)
 	}
 	m := manifests{text: map[string]string{}}
+	// kinds makes the object a kind decodes into, in its place in m.
+	kinds := map[string]func() any{
+		"v1 ConfigMap":                           func() any { m.cm = new(corev1.ConfigMap); return m.cm },
+		"v1 Secret":                              func() any { m.secret = new(corev1.Secret); return m.secret },
+		"apps/v1 Deployment":                     func() any { m.deploy = new(appsv1.Deployment); return m.deploy },
+		"v1 Service":                             func() any { m.svc = new(corev1.Service); return m.svc },
+		"policy/v1 PodDisruptionBudget":          func() any { m.pdb = new(policyv1.PodDisruptionBudget); return m.pdb },
+		"autoscaling/v2 HorizontalPodAutoscaler": func() any { m.hpa = new(autoscalingv2.HorizontalPodAutoscaler); return m.hpa },
+		"networking.k8s.io/v1 NetworkPolicy":     func() any { m.netpol = new(networkingv1.NetworkPolicy); return m.netpol },
+	}
+	seen := map[string]bool{}
 	for _, f := range k.Resources {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -88,48 +100,24 @@ func load(t *testing.T) manifests {
 		if err := yaml.Unmarshal(b, &head); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		var obj any
-		switch head.APIVersion + " " + head.Kind {
-		case "v1 ConfigMap":
-			m.cm = once(t, f, m.cm)
-			obj = m.cm
-		case "v1 Secret":
-			m.secret = once(t, f, m.secret)
-			obj = m.secret
-		case "apps/v1 Deployment":
-			m.deploy = once(t, f, m.deploy)
-			obj = m.deploy
-		case "v1 Service":
-			m.svc = once(t, f, m.svc)
-			obj = m.svc
-		case "policy/v1 PodDisruptionBudget":
-			m.pdb = once(t, f, m.pdb)
-			obj = m.pdb
-		case "autoscaling/v2 HorizontalPodAutoscaler":
-			m.hpa = once(t, f, m.hpa)
-			obj = m.hpa
-		case "networking.k8s.io/v1 NetworkPolicy":
-			m.netpol = once(t, f, m.netpol)
-			obj = m.netpol
-		default:
-			t.Fatalf("%s: unexpected %s %s", f, head.APIVersion, head.Kind)
+		kind := head.APIVersion + " " + head.Kind
+		decode, ok := kinds[kind]
+		if !ok {
+			t.Fatalf("%s: unexpected %s", f, kind)
 		}
+		if seen[kind] {
+			t.Fatalf("%s: a second %s", f, kind)
+		}
+		seen[kind] = true
+		obj := decode()
 		if err := yaml.UnmarshalStrict(b, obj); err != nil {
 			t.Fatalf("%s: strict decoding into the API type: %v", f, err)
 		}
 	}
-	if m.cm == nil || m.secret == nil || m.deploy == nil || m.svc == nil || m.pdb == nil || m.hpa == nil || m.netpol == nil {
-		t.Fatal("want one each of ConfigMap, Secret, Deployment, Service, PodDisruptionBudget, HorizontalPodAutoscaler, NetworkPolicy")
+	if len(seen) != len(kinds) {
+		t.Fatalf("want one each of %v; got %v", slices.Sorted(maps.Keys(kinds)), slices.Sorted(maps.Keys(seen)))
 	}
 	return m
-}
-
-func once[T any](t *testing.T, file string, have *T) *T {
-	t.Helper()
-	if have != nil {
-		t.Fatalf("%s: a second object of its kind", file)
-	}
-	return new(T)
 }
 
 // TestStrictDecoding is rule 1 alone, so that a typo fails with its name.
