@@ -174,9 +174,14 @@ print(int(numpy.dot([1, 2], [3, 4])), int(df["a"].sum()), r, round(float(scipy.l
 	}
 }
 
-// pytest runs through the command, the way /v1/run-python uses it.
+// pytest runs through the command, the way /v1/run-python uses it, warm
+// from a zygote that holds pytest and its plugins ready.
 func TestPytestCommand(t *testing.T) {
-	_, paths := bothPaths(t, nil)
+	_, z, paths := bothPathsPreImporting(t, nil, "pytest")
+	// The plugins pytest imports as it configures itself are loaded
+	// already (_FIRST_USE in zygote.py).
+	res := runWarm(t, z, &boxer.Job{Argv: []string{"python", "-c", "import sys; print('_pytest.junitxml' in sys.modules, 'pdb' in sys.modules)"}})
+	wantStdout(t, res, "True True\n")
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
 			res := p.run(t, &boxer.Job{

@@ -116,6 +116,16 @@ os.execv(sys.executable, [sys.executable, "-c", "import fcntl, os; fcntl.flock(o
 		// The longest command a warm child takes, every byte one JSON
 		// escapes: it is sent once, whole, in one packet.
 		{"the longest warm command", []string{"python", "-c", escapeHeavy, "<\x01>"}, nil, ""},
+		// A job's own module comes first on sys.path, as in a fresh
+		// interpreter, though the zygote holds one of that name (numpy
+		// imports json): a module, a package, -m, beside a script in a
+		// subdirectory; a directory without an __init__ is no package and
+		// shadows nothing.
+		{"a job's module shadows a pre-import", []string{"python", "main.py"}, []boxer.File{file("main.py", "import json\nprint(json.VALUE)\n"), file("json.py", "VALUE = 42\n")}, ""},
+		{"a job's package shadows a pre-import", []string{"python", "-c", "import json.decoder; print(json.VALUE, json.decoder.X)"}, []boxer.File{file("json/__init__.py", "VALUE = 7\n"), file("json/decoder.py", "X = 8\n")}, ""},
+		{"-m runs the job's module", []string{"python", "-m", "json"}, []boxer.File{file("json.py", "print('mine', __name__)\n")}, ""},
+		{"a module beside a script in a subdirectory", []string{"python", "src/app.py"}, []boxer.File{file("src/app.py", "import re\nprint(re.VALUE)\n"), file("src/re.py", "VALUE = 1\n")}, ""},
+		{"a directory is no package", []string{"python", "-c", "import json; print(json.dumps([1]))"}, []boxer.File{file("json/notes.txt", "x")}, ""},
 		{"sys.path and prefix", []string{"python", "-c", "import sys; print(sys.path[1:], sys.prefix, sys.base_prefix, sys.platlibdir)"}, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

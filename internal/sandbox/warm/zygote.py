@@ -46,6 +46,21 @@ for _name in _CONFIG[4:]:
             __import__(_name)
         except ImportError:
             _MISSING.append(_name)
+# What a pre-import loads on first use, not at import, is held ready with
+# it: a run of pytest imports its built-in plugins (and with them pdb and
+# xml.etree) as it configures itself, a third of a warm `python -m
+# pytest`'s time. Best effort: another version may name other modules.
+_FIRST_USE = {
+    "pytest": lambda: ["_pytest." + p for p in sys.modules["_pytest.config"].default_plugins]
+    + ["_pytest._argcomplete", "_pytest.config.compat", "pdb"],
+}
+for _name in _CONFIG[4:]:
+    if _name in _FIRST_USE and _name in sys.modules:
+        for _m in _FIRST_USE[_name]():
+            try:
+                __import__(_m)
+            except ImportError:
+                pass
 for _k, _v in _ENV.items():  # a job sees the environment a cold run gets
     if _v is None:
         del os.environ[_k]
@@ -70,6 +85,11 @@ import struct
 import zygote_speed as speed  # the steps that make forks cheap, apart from those that isolate
 
 _OWN = set(sys.modules) - _BASELINE - _PRE
+# The pre-imports' top-level names, and the file suffixes the import system
+# loads a module from: what _unshadow looks for among a job's files.
+_PRE_TOP = frozenset(_m.partition(".")[0] for _m in _PRE)
+_ext = sys.modules["_frozen_importlib_external"]
+_SUFFIXES = frozenset(_ext.SOURCE_SUFFIXES + _ext.BYTECODE_SUFFIXES + _ext.EXTENSION_SUFFIXES)
 
 # The functions that end a job's process, bound here: the job may replace
 # os's, and the interpreter's own shutdown does not call them.
@@ -370,6 +390,7 @@ def _child(req, job_fd, fprog, drop):
     if job["form"] == "session":  # as `python` with no script would start
         sys.orig_argv, sys.argv, sys.path[0] = [job["argv0"]], [""], ""
         sys.executable = _which(job["argv0"])
+        _unshadow("")
         kernel.serve(sock, _main_module(), _exit_code)
     _run(job)
 
@@ -493,6 +514,30 @@ def _job_uid():
         return next(int(line.split()[0]) for line in f if line.split()[0] != "0")
 
 
+def _unshadow(path0):
+    """Drops from sys.modules each pre-import that a module of the job's
+    own shadows, so that the job imports its own, as a fresh interpreter
+    finds it first on sys.path: NAME.py (or another suffix the import
+    system loads), or a package NAME/ with an __init__, in path0, the
+    directory sys.path[0] names. A pre-import that imported the shadowed
+    module keeps the one it has."""
+    try:
+        entries = os.listdir(path0 or ".")
+    except OSError:
+        return
+    for entry in entries:
+        name, dot, rest = entry.partition(".")
+        if name not in _PRE_TOP:
+            continue
+        if dot:
+            shadows = "." + rest in _SUFFIXES
+        else:
+            shadows = any(os.path.isfile(os.path.join(path0, entry, "__init__" + s)) for s in _SUFFIXES)
+        if shadows:
+            for m in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+                del sys.modules[m]
+
+
 def _run(job):
     """Runs the job as `python FILE`, `python -c CODE` or `python -m MOD`
     would, then ends the process with the interpreter's exit code."""
@@ -506,6 +551,7 @@ def _run(job):
         if form == "module":
             sys.argv = [target] + args
             sys.path[0] = os.getcwd()
+            _unshadow(sys.path[0])
             import runpy
             runpy._run_module_as_main(target)
         else:
@@ -526,6 +572,7 @@ def _run(job):
                 path, src = "<string>", target
                 sys.argv = ["-c"] + args
                 sys.path[0] = ""
+            _unshadow(sys.path[0])
             exec(compile(src, path, "exec"), main.__dict__)
     except SystemExit as e:
         code = _exit_code(e)
