@@ -65,7 +65,7 @@ def udp(host, port, fam=socket.AF_INET):
 // a pre-import, so that the pool has its two zygotes as it does by
 // default: one with the pre-imports and the lean one.
 var attackServeFlags = []string{"--exec-timeout", fmt.Sprintf("%ds", attackTimeout), "--exec-cpus", "1", "--slots", "6",
-	"--body-timeout", "4s", "--pool-preimport", "json"}
+	"--body-timeout", "4s", "--pool-preimport", "csv"}
 
 // attackTimeout is every run's wall-clock limit in seconds: under TCG
 // (test/guest) filling a tmpfs or faulting in 512 MiB takes longer than 3
@@ -284,7 +284,7 @@ func programRequest(path, code string) (route, body string) {
 	case "warm-preimports":
 		// A last line that names the pre-import routes the run to its
 		// zygote and moves no line of the probe's.
-		return "/v1/exec", execBody(program + "\n# json\n")
+		return "/v1/exec", execBody(program + "\n# csv\n")
 	}
 	files, _ := json.Marshal(map[string]string{"main.py": program})
 	return "/v1/run-python", `{"files": ` + string(files) + `, "command": ["python", "-u", "main.py"], ` + coldLimits + `}`
@@ -344,7 +344,7 @@ func TestServiceAttacks(t *testing.T) {
 	}
 	// Each warm path reaches the zygote it is named for.
 	for path, want := range map[string]string{"warm": "False\n", "warm-preimports": "True\n", "cold": "False\n"} {
-		expect(t, a.runProgram(t, path, "print('js' + 'on' in sys.modules)"), ok(want))
+		expect(t, a.runProgram(t, path, "print('c' + 'sv' in sys.modules)"), ok(want))
 	}
 	a.send(t, "/v1/run-python", "", []byte(`{"files": {"main.py": "open('a', 'w').write('a')"}, "artifact_paths": ["a"]}`))
 	a.send(t, "/v1/exec", "", []byte(`{"code": `))

@@ -95,6 +95,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.integer(&c.Pool.Min, "pool-min", "BOXER_POOL_MIN", 2, "warm sandboxes kept ready when idle, by each zygote; 0 turns the warm pool off")
 	ef.integer(&c.Pool.Max, "pool-max", "BOXER_POOL_MAX", 16, "most warm sandboxes at once, ready or running, by each zygote")
 	ef.list(&c.Pool.PreImports, "pool-preimport", "BOXER_POOL_PREIMPORT", "numpy,pandas,matplotlib.pyplot,pytest", "modules imported once and shared by every warm run (and matplotlib's font cache built once); a job goes to them when its code or its -m module names one")
+	ef.list(&c.Pool.LeanPreImports, "pool-lean-preimport", "BOXER_POOL_LEAN_PREIMPORT", "json", "modules every zygote imports, the lean one too: cheap to hold and imported by much of what agents run (json brings re, enum and collections)")
 	ef.boolean(&c.Pool.Lean, "pool-lean", "BOXER_POOL_LEAN", true, "also keep a zygote without the pre-imports, for runs whose code names none of them (cheaper per run)")
 	ef.integer(&c.RotateAfter, "pool-rotate-after", "BOXER_POOL_ROTATE_AFTER", 1000, "replace each of the warm pool's zygotes after this many sandboxes (fresh hash seed, stack canary, address layout); 0: never")
 	ef.bytes(&c.Pool.ZygoteMemoryBytes, "pool-zygote-memory", "BOXER_POOL_ZYGOTE_MEMORY", 1<<30, "memory limit of each of the warm pool's zygotes (the pre-imports)")
@@ -261,7 +262,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.pool, err = pool.New(ctx, m.engine, c.Pool, m.log); err != nil {
 		return fmt.Errorf("warm pool: %w", err)
 	}
-	c.Sessions.PreImports, c.Sessions.ZygoteMemoryBytes = c.Pool.PreImports, c.Pool.ZygoteMemoryBytes
+	c.Sessions.PreImports, c.Sessions.ZygoteMemoryBytes = c.Pool.AllPreImports(), c.Pool.ZygoteMemoryBytes
 	c.Sessions.MaxLimits.CPUs = float64(runtime.NumCPU())
 	if m.sessions, err = session.New(m.engine, m.store, c.Sessions, m.log); err != nil {
 		return fmt.Errorf("sessions: %w", err)
@@ -378,7 +379,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.log.Info("serving", "addr", "http://"+m.listener.Addr().String(), "version", version,
 		"python", m.engine.Runtime().Version, "cgroup", m.engine.CgroupVersion().String(),
 		"cgroup_base", m.engine.CgroupPlacement().Base, "cgroup_how", m.engine.CgroupPlacement().How,
-		"pool_min", c.Pool.Min, "preimports", c.Pool.PreImports, "pool_lean", c.Pool.Lean, "payments", c.Payments.Mode)
+		"pool_min", c.Pool.Min, "preimports", c.Pool.PreImports, "lean_preimports", c.Pool.LeanPreImports, "pool_lean", c.Pool.Lean, "payments", c.Payments.Mode)
 	return nil
 }
 

@@ -186,6 +186,21 @@
 // from 246 ms, 1.21x a bare python3 in a fresh directory, to 68 ms, 0.28x;
 // what is left is pytest's own start: its plugins' entry points read from
 // every installed package's metadata, collection, the rewrite of asserts.
+// Both zygotes also hold the lean pre-imports (--pool-lean-preimport,
+// json by default, which brings re, enum, collections and functools):
+// under 1 MiB more in the lean zygote, and the import of json is most of
+// what seed 004's bug reproduction cost warm (it went from 8.8 ms, 0.30x a
+// bare run, to 1.8 ms, 0.10x, in bench/jobs on 2026-12-03). They route
+// nothing: a job that names json runs lean.
+//
+// A job's own module shadows a pre-import of its name, as in a fresh
+// interpreter, which finds sys.path[0] first: before the job runs, its
+// child drops from sys.modules each pre-import whose top-level name is a
+// module (NAME.py, or another suffix the import system loads) or a package
+// (NAME/ with an __init__) in the directory sys.path[0] names (_unshadow
+// in zygote.py; TestWarmSemanticsMatchCold). A pre-import that imported
+// the shadowed module keeps its own.
+//
 // To hold another module ready, add it to --pool-preimport (boxer serve's
 // flag, or BOXER_POOL_PREIMPORT): the zygote imports it at start, jobs
 // that name its top-level package go there, and bench/jobs and
@@ -202,7 +217,8 @@
 // (internal/sandbox's TestWarmSemanticsMatchCold and
 // TestWarmJobsSeeNoNeighbours hold both paths to it). What differs:
 //
-//   - sys.modules holds the declared pre-imports;
+//   - sys.modules holds the declared pre-imports (but for those a module
+//     of the job's own shadows);
 //   - its uid is its slot's, 1000 + n, named sandbox as a cold run's 1000
 //     is;
 //   - a cold run is not pid 2 but a few more: the threads of boxer's pid 1

@@ -29,6 +29,10 @@ type Config struct {
 	// whose code names none of them (see names). Its children cost less
 	// CPU to make and to end; with no pre-imports it changes nothing.
 	Lean bool
+	// LeanPreImports are imported by every zygote, the lean one too:
+	// modules cheap to hold that much of the code jobs run imports. They
+	// do not route a job (see doc.go).
+	LeanPreImports []string
 	// ZygoteMemoryBytes caps the zygote's own cgroup.
 	ZygoteMemoryBytes int64
 	// RotateAfter replaces the zygote after it has forked this many
@@ -36,6 +40,18 @@ type Config struct {
 	// seed, stack canary and address layout; a fresh zygote draws new
 	// ones. The old zygote stays until its last job is done.
 	RotateAfter int64
+}
+
+// AllPreImports are the modules of the zygote with the pre-imports: the
+// lean ones, then the others.
+func (c Config) AllPreImports() []string {
+	all := slices.Clone(c.LeanPreImports)
+	for _, m := range c.PreImports {
+		if !slices.Contains(all, m) {
+			all = append(all, m)
+		}
+	}
+	return all
 }
 
 // Validate reports a configuration the pool cannot run with.
@@ -107,9 +123,9 @@ func New(ctx context.Context, eng *sandbox.Engine, cfg Config, log *slog.Logger)
 	if cfg.Min == 0 {
 		return p, nil
 	}
-	p.lanes = []*lane{p.newLane("preimports", cfg.PreImports)}
+	p.lanes = []*lane{p.newLane("preimports", cfg.AllPreImports())}
 	if cfg.Lean && len(cfg.PreImports) > 0 {
-		p.lanes = append(p.lanes, p.newLane("lean", nil))
+		p.lanes = append(p.lanes, p.newLane("lean", cfg.LeanPreImports))
 		for _, m := range cfg.PreImports {
 			top, _, _ := strings.Cut(m, ".")
 			if top != "" && !slices.Contains(p.topNames, top) {

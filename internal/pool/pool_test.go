@@ -240,6 +240,27 @@ func TestLeanLane(t *testing.T) {
 	}
 }
 
+// The lean pre-imports are in both zygotes and route nothing: a job that
+// names one runs lean.
+func TestLeanPreImports(t *testing.T) {
+	p := newTestPool(t, Config{Min: 1, Max: 2, PreImports: []string{"json"}, LeanPreImports: []string{"csv"}, Lean: true})
+	const probe = "import sys; print('c' + 'sv' in sys.modules, 'js' + 'on' in sys.modules)"
+	for _, tc := range []struct{ code, lane, out string }{
+		{probe, "lean", "True False\n"},
+		{"import csv; " + probe, "lean", "True False\n"},
+		{"import json; " + probe, "preimports", "True True\n"},
+	} {
+		before := served(p)[tc.lane]
+		res, err := p.Run(context.Background(), &boxer.Job{Argv: []string{"python", "-c", tc.code}})
+		if err != nil || res.Status != boxer.StatusOK {
+			t.Fatalf("%q: %v %+v", tc.code, err, res)
+		}
+		if got := string(res.Stdout.Data); got != tc.out || served(p)[tc.lane] != before+1 {
+			t.Errorf("%q: stdout %q on lane %s (served %d more), want %q", tc.code, got, tc.lane, served(p)[tc.lane]-before, tc.out)
+		}
+	}
+}
+
 // served counts the jobs each lane's children have run, by lane name.
 func served(p *Pool) map[string]int64 {
 	out := make(map[string]int64, len(p.lanes))
