@@ -170,8 +170,14 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 		return nil, fmt.Errorf("pidfd of warm child's job process: %w", err)
 	}
 	w.job = os.NewFile(uintptr(jobfd), "job-pidfd") // on the runtime's poller: see exitOf
+	// One walk of /proc, then one lookup per namespace.
+	nsdir, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("warm child's namespaces: %w", err)
+	}
+	defer unix.Close(nsdir)
 	for _, ns := range []string{"net", "ipc", "mnt"} {
-		fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/%s", pid, ns), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(nsdir, ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return nil, fmt.Errorf("hold warm child's %s namespace: %w", ns, err)
 		}
@@ -404,7 +410,7 @@ func (w *Warm) initKilled() bool {
 // zombieStatus reads the wait status of an exited, unreaped process: the
 // exit_code field (52nd) of /proc/PID/stat, in wait(2)'s encoding.
 func zombieStatus(pid int) (uint32, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	b, err := readProcFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, false
 	}
@@ -418,6 +424,31 @@ func zombieStatus(pid int) (uint32, bool) {
 	}
 	v, err := strconv.ParseUint(f[49], 10, 32)
 	return uint32(v), err == nil
+}
+
+// readProcFile reads a small file of /proc in one read, with plain system
+// calls: os.ReadFile would also try the runtime's poller, stat the file
+// and switch its blocking mode, for each job.
+func readProcFile(name string) ([]byte, error) {
+	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	b := make([]byte, 1024) // /proc/PID/stat is some 300 bytes
+	for {
+		n, err := unix.Read(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == len(b) {
+			return nil, fmt.Errorf("%s: longer than %d bytes", name, len(b))
+		}
+		return b[:n], nil
+	}
 }
 
 // killRest kills what is left of the job once its process has exited.

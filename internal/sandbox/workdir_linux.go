@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"runtime"
 	"strings"
@@ -127,8 +126,10 @@ func writeFileHere(dirfd int, f boxer.File, replace bool) error {
 	if err != nil {
 		return boxer.Errorf(boxer.ECodeInvalidRequest, "file %q: %v", f.Path, describe(err))
 	}
-	w := os.NewFile(uintptr(fd), f.Path)
-	defer w.Close()
+	// Plain system calls, not an *os.File: the runtime's poller would take
+	// the descriptor on and off its epoll set for a regular file, which
+	// never blocks (a request writes a file or more each).
+	defer unix.Close(fd)
 	if replace { // what O_EXCL made is a regular file; what was there may be anything
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
@@ -145,13 +146,28 @@ func writeFileHere(dirfd int, f boxer.File, replace bool) error {
 		err = unix.Ftruncate(fd, 0)
 	}
 	if err == nil {
-		_, err = w.Write(f.Content)
+		err = writeAll(fd, f.Content)
 	}
 	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 		return boxer.Errorf(boxer.ECodeInvalidRequest, "files do not fit in the work dir's disk limit")
 	}
 	if err != nil {
 		return fmt.Errorf("write input file: %w", err)
+	}
+	return nil
+}
+
+// writeAll writes b to the regular file fd.
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
 	}
 	return nil
 }
