@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -58,10 +59,14 @@ func readArtifact(dirfd int, p string, limit int64) ([]byte, string) {
 		return nil, reason
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
+	// Room for the whole file from the start (and the 512 bytes
+	// ReadFrom wants free to look for the end), not a doubling buffer that
+	// clears and copies a 10 MB artifact twice over.
+	buf := bytes.NewBuffer(make([]byte, 0, min(size, limit)+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
 		return nil, "refused: read failed"
 	}
+	data := buf.Bytes()
 	if int64(len(data)) > limit || int64(len(data)) > size && size > limit {
 		return nil, fmt.Sprintf("refused: larger than the artifact limit (%d bytes)", limit)
 	}
