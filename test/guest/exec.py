@@ -2,13 +2,16 @@
 ready, then checks that POST /v1/exec answers print(2+2) with 4. PID is the
 server's process, whose death ends the wait at once (0: not watched). With
 fork, it also forks a session (the capability it needs beyond running:
-writing the fork's memory) and checks the fork holds its parent's state."""
+writing the fork's memory) and checks the fork holds its parent's state.
+BOXER_KEY in the environment: the API key it sends (Authorization: Bearer)."""
 import json, os, sys, time, urllib.request
 
 
 def post(path, body):
-    req = urllib.request.Request(base + path, method="POST", data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if os.environ.get("BOXER_KEY"):
+        headers["Authorization"] = "Bearer " + os.environ["BOXER_KEY"]
+    req = urllib.request.Request(base + path, method="POST", data=json.dumps(body).encode(), headers=headers)
     with urllib.request.urlopen(req, timeout=120) as r:
         return json.load(r)
 

@@ -154,6 +154,117 @@ serve_exec() {
   return $rc
 }
 
+# container-userns: boxer's container image as Kubernetes runs it with
+# hostUsers: false, on cgroup v2. run.sh unpacks the image built by
+# deploy/image/build.sh (.cache/image/oci) with every file owned by the ids
+# 200000-265535 and tars it into $run/userns; here it is unpacked into the
+# guest's tmpfs (the guest has no overlayfs for Podman's storage) and run
+# with Podman and runc from that directory (--rootfs) in a user namespace
+# mapping 0-65535 to those ids, with test/container/run.sh's privileges: all
+# capabilities dropped but SYS_ADMIN, SETUID, SETGID, DAC_OVERRIDE, the
+# default seccomp profile, no_new_privs, a read-only root, the data dir on
+# a tmpfs, /proc unmasked, a cgroup namespace of its own; boxer gets the id
+# range deploy/kubernetes/configmap.yaml gives it. No network (the guest
+# has no bridge): exec.py, the client, runs inside the container (podman
+# exec). It checks boxer doctor as the entrypoint's command; then serve
+# with a key: doctor beside it, print(2+2), a session and its fork, and
+# exit status 0 on SIGTERM.
+#
+# The runtime's part: a user-namespaced container can make cgroups below
+# its own only if its cgroup is handed to its root (the directory and the
+# files /sys/kernel/cgroup/delegate names). runc does that only with its
+# systemd driver and a read-write cgroup mount (Kubernetes: containerd's
+# cgroup_writable = true), crun always; this guest has no systemd and no
+# crun, and runc's cgroupfs driver leaves the cgroup to the host's root
+# (boxer doctor: "write /sys/fs/cgroup/cgroup.subtree_control: permission
+# denied"). So a createRuntime hook does here what runc's systemd driver
+# does there, and nothing more.
+userns_map=0:200000:65536
+userns_dir=/run/userns
+userns_name=boxer-userns
+userns_podman=(podman --root "$userns_dir/storage" --runroot "$userns_dir/runroot" --storage-driver vfs
+  --cgroup-manager cgroupfs --events-backend file --runtime runc --hooks-dir "$userns_dir/hooks")
+
+# userns_start ARGS... runs the image with the manifests' privileges; ARGS
+# go after them (podman run's options, then --rootfs DIR and the command).
+userns_start() {
+  local nofile
+  nofile=$(ulimit -Hn)
+  "${userns_podman[@]}" run --name "$userns_name" --uidmap "$userns_map" --gidmap "$userns_map" --network none \
+    --ulimit "nofile=$nofile:$nofile" --ulimit nproc=4096:4096 \
+    --cgroupns=private \
+    --cap-drop ALL --cap-add SYS_ADMIN,SETUID,SETGID,DAC_OVERRIDE \
+    --security-opt unmask=ALL --security-opt no-new-privileges \
+    --read-only --tmpfs /var/lib/boxer \
+    --env-file "$userns_dir/env" --workdir /var/lib/boxer \
+    "$@"
+}
+
+# The handover (above): runc runs it as the host's root with the
+# container's state on stdin, once the container's cgroup and id maps exist.
+userns_handover='pid=$(sed -n "s/.*\"pid\": *\([0-9]*\).*/\1/p")
+cg=/sys/fs/cgroup$(sed -n "s/^0:://p" "/proc/$pid/cgroup")
+uid=$(awk "\$1 == 0 { print \$2 }" "/proc/$pid/uid_map")
+gid=$(awk "\$1 == 0 { print \$2 }" "/proc/$pid/gid_map")
+chown "$uid:$gid" "$cg" || exit
+for f in $(cat /sys/kernel/cgroup/delegate); do
+  [ ! -e "$cg/$f" ] || chown "$uid:$gid" "$cg/$f" || exit
+done'
+
+container_userns() {
+  local src=$run/userns dir=$userns_dir name=$userns_name rc=0 t status key doctor cg
+  local podman=("${userns_podman[@]}")
+  if [ ! -f "$src/rootfs.tar" ] || [ ! -f "$src/config.json" ]; then
+    echo "no prepared image in $src: run.sh makes it, when this case is chosen, from the image"
+    echo "deploy/image/build.sh builds (.cache/image/oci, or \$BOXER_GUEST_IMAGE); run.sh's log says why it did not"
+    return 1
+  fi
+  # The unpacked image is a GiB of the guest's memory: gone after the case.
+  trap '"${userns_podman[@]}" rm -f "$userns_name" >/dev/null 2>&1; rm -rf "$userns_dir"' EXIT
+  t=$SECONDS
+  rm -rf "$dir" && mkdir -p "$dir/rootfs" "$dir/hooks" || return
+  tar -C "$dir/rootfs" --numeric-owner -xpf "$src/rootfs.tar" || return
+  # The image's first layer records its root "." as 0700 (the mode of
+  # build.sh's mktemp folder), which tar and umoci unpack apply, and then
+  # boxer doctor fails ("state dir: / is not searchable by others").
+  # Podman's own storage keeps its 0755 root (test/container/run.sh
+  # passes); so does this rig, as Podman would.
+  chmod 0755 "$dir/rootfs" || return
+  echo "image unpacked into tmpfs in $((SECONDS - t))s ($(du -sm "$dir/rootfs" | cut -f1) MiB), its root owned by $(stat -c %u:%g "$dir/rootfs")"
+  # The image's environment (umoci's runtime config of it), and boxer's ids.
+  python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["process"]["env"]))' "$src/config.json" >"$dir/env" || return
+  printf '%s\n' BOXER_ID_BASE=32768 BOXER_ID_SPAN=16384 >>"$dir/env"
+  printf '%s\n' "$userns_handover" >"$dir/hooks/handover.sh"
+  printf '{"version": "1.0.0", "hook": {"path": "/bin/sh", "args": ["sh", "%s"], "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}, "when": {"always": true}, "stages": ["createRuntime"]}\n' \
+    "$dir/hooks/handover.sh" >"$dir/hooks/handover.json"
+
+  echo "--- boxer doctor as the entrypoint's command"
+  userns_start --rm --rootfs "$dir/rootfs" sh -c 'echo "uid_map: $(cat /proc/self/uid_map)"
+    echo "cgroup: $(cat /proc/self/cgroup), owner $(stat -c %u:%g /sys/fs/cgroup); /run/.containerenv: $(ls /run/.containerenv 2>&1)"
+    exec boxer-entrypoint doctor'
+  status=$?
+  echo "doctor exited $status"
+  [ "$status" = 0 ] || return 1
+
+  echo "--- boxer serve with a key"
+  t=$SECONDS
+  userns_start -d --rootfs "$dir/rootfs" sh -c 'boxer keys add --name userns >/var/lib/boxer/key && exec boxer-entrypoint serve' >/dev/null || return
+  key=$("${podman[@]}" exec "$name" cat /var/lib/boxer/key) || rc=1
+  "${podman[@]}" exec -i -e BOXER_KEY="$key" "$name" python3 - http://127.0.0.1:8080 0 fork <"$repo/test/guest/exec.py" || rc=1
+  echo "ready and answered in $((SECONDS - t))s"
+  # Its own state dir: the server holds the lock of /run/boxer.
+  doctor=$("${podman[@]}" exec "$name" boxer doctor --state-dir /run/boxer-doctor 2>&1) || { rc=1; echo "$doctor"; }
+  echo "doctor beside serve: $(echo "$doctor" | tail -1)"
+  cg=/sys/fs/cgroup$("${podman[@]}" inspect -f '{{.State.CgroupPath}}' "$name")
+  echo "the container's cgroup $cg, owned by $(stat -c %u:%g "$cg"), holds: $(cd "$cg" && find . -mindepth 1 -maxdepth 2 -type d | sort | tr '\n' ' ')"
+  "${podman[@]}" stop -t 60 "$name" >/dev/null || rc=1
+  status=$("${podman[@]}" inspect -f '{{.State.ExitCode}}' "$name")
+  echo "boxer serve exited $status after SIGTERM"
+  [ "$status" = 0 ] || rc=1
+  [ "$rc" = 0 ] || { echo "--- container log:"; "${podman[@]}" logs "$name" 2>&1 | tail -40; }
+  return $rc
+}
+
 # gotest PKG ARGS... runs the test binary of PKG (built by run.sh) in
 # PKG's source folder, as go test would, and notes the slowest tests.
 gotest() {
@@ -205,6 +316,7 @@ quick)
   # namespaces, its memory copied by ptrace under the kernel's own rules.
   check go-sandbox-sessions as_service gotest internal/sandbox -test.timeout 5m \
     -test.run '^(TestSessionKeepsState|TestSessionOOM|TestSessionTimeout|TestSessionFork.*)$'
+  check container-userns as_service container_userns
   ;;
 full)
   for pkg in internal/cgroup internal/sandbox internal/pool cmd/boxer internal/api; do
