@@ -42,6 +42,7 @@ func TestDetectEnv(t *testing.T) {
 		{"docker", envFacts{Docker: true, SelfCgroup: dockerV2}, envDocker, ""},
 		{"docker on a systemd host", envFacts{Docker: true, SystemdInit: true, InvocationID: "f00"}, envDocker, ""},
 		{"podman, which may leave /.dockerenv too", envFacts{Podman: true, Docker: true}, envPodman, ""},
+		{"podman run --rootfs: no .containerenv, $container", envFacts{Container: "podman"}, envPodman, ""},
 		{"kubernetes before its runtime", envFacts{Kubernetes: true, Docker: true, Podman: true}, envKubernetes, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,18 +58,52 @@ func TestDetectEnv(t *testing.T) {
 }
 
 func TestReadEnvFacts(t *testing.T) {
-	env := map[string]string{"KUBERNETES_SERVICE_HOST": "10.0.0.1", "INVOCATION_ID": "abc"}
+	env := map[string]string{"KUBERNETES_SERVICE_HOST": "10.0.0.1", "INVOCATION_ID": "abc", "container": "podman"}
 	files := map[string]bool{"/.dockerenv": true, "/run/systemd/system": true}
-	f := readEnvFacts(func(k string) string { return env[k] }, func(p string) bool { return files[p] },
-		func(p string) ([]byte, error) {
-			if p != "/proc/self/cgroup" {
+	for _, tc := range []struct {
+		uidMap string
+		userns bool
+	}{
+		{"         0          0 4294967295\n", false},
+		{"         0     200000      65536\n", true},
+		{"", false}, // unreadable: not known to be one
+	} {
+		f := readEnvFacts(func(k string) string { return env[k] }, func(p string) bool { return files[p] },
+			func(p string) ([]byte, error) {
+				switch {
+				case p == "/proc/self/cgroup":
+					return []byte("0::/x.service\n"), nil
+				case p == "/proc/self/uid_map" && tc.uidMap != "":
+					return []byte(tc.uidMap), nil
+				}
 				return nil, fs.ErrNotExist
-			}
-			return []byte("0::/x.service\n"), nil
-		})
-	want := envFacts{Kubernetes: true, Docker: true, SystemdInit: true, InvocationID: "abc", SelfCgroup: "0::/x.service\n"}
-	if f != want {
-		t.Errorf("readEnvFacts = %+v, want %+v", f, want)
+			})
+		want := envFacts{Kubernetes: true, Docker: true, SystemdInit: true, InvocationID: "abc", SelfCgroup: "0::/x.service\n",
+			Container: "podman", UserNS: tc.userns}
+		if f != want {
+			t.Errorf("uid_map %q: readEnvFacts = %+v, want %+v", tc.uidMap, f, want)
+		}
+	}
+}
+
+// In a user namespace, a cgroup boxer may not write to is the runtime's
+// doing: the fix says so, not "needs CAP_DAC_OVERRIDE".
+func TestFixCgroupDeniedInUserNamespace(t *testing.T) {
+	denied := []finding{{sandbox.Check{Name: "cgroups", Detail: "write cgroup.subtree_control: permission denied"}, probCgroupDenied}}
+	for _, tc := range []struct {
+		env        runsOn
+		want, deny string
+	}{
+		{runsOn{kind: envPodman, by: "$container", userns: true}, "did not hand the container its cgroup", "CAP_DAC_OVERRIDE"},
+		{runsOn{kind: envKubernetes, by: "x", userns: true}, "cgroup_writable", "CAP_DAC_OVERRIDE"},
+		{runsOn{kind: envHost, by: "x"}, "CAP_DAC_OVERRIDE", "hand"},
+	} {
+		var b strings.Builder
+		printFixes(&b, tc.env, denied)
+		out := strings.Join(strings.Fields(b.String()), " ")
+		if !strings.Contains(out, tc.want) || strings.Contains(out, tc.deny) {
+			t.Errorf("%+v: fixes %q, want %q and not %q", tc.env, out, tc.want, tc.deny)
+		}
 	}
 }
 

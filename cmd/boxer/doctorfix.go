@@ -41,6 +41,8 @@ type envFacts struct {
 	SystemdInit  bool   // /run/systemd/system exists: systemd is pid 1
 	InvocationID string // $INVOCATION_ID, which systemd sets for a unit's processes
 	SelfCgroup   string // /proc/self/cgroup
+	Container    string // $container, which Podman (and systemd-nspawn) set in a container
+	UserNS       bool   // /proc/self/uid_map maps less than every id: a user namespace
 }
 
 // runsOn is the detected environment, what it was detected by (shown with
@@ -48,9 +50,10 @@ type envFacts struct {
 // Docker image keeps /.dockerenv), and on systemd the unit boxer runs in,
 // when it is in one and its name is known.
 type runsOn struct {
-	kind envKind
-	by   string
-	unit string
+	kind   envKind
+	by     string
+	unit   string
+	userns bool // in a user namespace: see fixFor's use of it
 }
 
 // readEnvFacts reads the facts through the given functions (os.Getenv,
@@ -58,7 +61,10 @@ type runsOn struct {
 // into a leaf of its own, which changes /proc/self/cgroup.
 func readEnvFacts(getenv func(string) string, exists func(string) bool, readFile func(string) ([]byte, error)) envFacts {
 	cg, _ := readFile("/proc/self/cgroup")
+	uidMap, err := readFile("/proc/self/uid_map")
 	return envFacts{
+		Container:    getenv("container"),
+		UserNS:       err == nil && strings.Join(strings.Fields(string(uidMap)), " ") != "0 0 4294967295",
 		Kubernetes:   getenv("KUBERNETES_SERVICE_HOST") != "",
 		Podman:       exists("/run/.containerenv"),
 		Docker:       exists("/.dockerenv"),
@@ -72,11 +78,19 @@ func readEnvFacts(getenv func(string) string, exists func(string) bool, readFile
 // (its runtime decides the flags), Kubernetes before the runtime below it
 // (a pod may carry /.dockerenv); then systemd, as init or as boxer's unit.
 func detectEnv(f envFacts) runsOn {
+	r := detectKind(f)
+	r.userns = f.UserNS
+	return r
+}
+
+func detectKind(f envFacts) runsOn {
 	switch {
 	case f.Kubernetes:
 		return runsOn{kind: envKubernetes, by: "$KUBERNETES_SERVICE_HOST"}
 	case f.Podman:
 		return runsOn{kind: envPodman, by: "/run/.containerenv"}
+	case f.Container == "podman": // podman run --rootfs makes no .containerenv
+		return runsOn{kind: envPodman, by: "$container"}
 	case f.Docker:
 		return runsOn{kind: envDocker, by: "/.dockerenv"}
 	}
@@ -135,6 +149,7 @@ const (
 	probCgroupScope    // systemd refused boxer a scope of its own
 	probCgroupReadOnly
 	probCgroupDenied
+	probCgroupNotHanded // denied, in a user namespace: the runtime kept the cgroup
 	probCgroupSwap
 	probRlimit
 	probStateDir
@@ -220,6 +235,12 @@ var fixes = map[problem]map[envKind]string{
 		envDocker:     fixDockerCgroup,
 		envPodman:     fixPodmanCgroup,
 		envKubernetes: fixK8sCgroup,
+	},
+	probCgroupNotHanded: {
+		envHost: "boxer runs in a user namespace, and its cgroup belongs to a user outside it: the container runtime did not hand the container its cgroup. " +
+			"crun does; runc does only with its systemd cgroup driver and a cgroup mount read-write from the start (containerd 2.1+: cgroup_writable = true on the runtime).",
+		envKubernetes: "The pod's user namespace (hostUsers: false) does not own its cgroup: the runtime must hand it over. " +
+			"CRI-O with crun does; containerd 2.1+ with runc does with cgroup_writable = true on the runtime and the systemd cgroup driver (deploy/kubernetes/README.md).",
 	},
 	probCgroupSwap: {
 		envHost: "On the host (for a container: its host, or node): boot with swapaccount=1 or turn swap off (swapoff -a); otherwise a run can swap past its memory limit.",
@@ -327,6 +348,9 @@ func printFixes(w io.Writer, env runsOn, findings []finding) {
 	}
 	fmt.Fprintln(w, "\n"+env.header())
 	for _, p := range order {
+		if p == probCgroupDenied && env.userns {
+			p = probCgroupNotHanded
+		}
 		for _, line := range wrap(strings.Join(names[p], ", ")+": "+fixFor(p, env.kind), 76) {
 			fmt.Fprintln(w, line)
 		}
