@@ -65,6 +65,10 @@ bundle=$(mktemp -d "$cache/bundle.XXXXXX")
 trap 'rm -rf "$bundle"' EXIT
 umoci unpack --image "$out:boxer" "$bundle"
 tar -C "$bundle/rootfs" --numeric-owner -xf "$base"
+# The base tar's "." is its mktemp folder, 0700: a runtime that unpacks the
+# layer itself (umoci, containerd's snapshotters) would give the image a
+# root no one else may search, and boxer's checks refuse it.
+chmod 0755 "$bundle/rootfs"
 umoci repack --image "$out:boxer" --history.created_by "debootstrap $suite; apt-get install ${packages[*]}" "$bundle"
 rm -rf "$bundle"
 umoci unpack --image "$out:boxer" "$bundle"

@@ -224,13 +224,7 @@ container_userns() {
   t=$SECONDS
   rm -rf "$dir" && mkdir -p "$dir/rootfs" "$dir/hooks" || return
   tar -C "$dir/rootfs" --numeric-owner -xpf "$src/rootfs.tar" || return
-  # The image's first layer records its root "." as 0700 (the mode of
-  # build.sh's mktemp folder), which tar and umoci unpack apply, and then
-  # boxer doctor fails ("state dir: / is not searchable by others").
-  # Podman's own storage keeps its 0755 root (test/container/run.sh
-  # passes); so does this rig, as Podman would.
-  chmod 0755 "$dir/rootfs" || return
-  echo "image unpacked into tmpfs in $((SECONDS - t))s ($(du -sm "$dir/rootfs" | cut -f1) MiB), its root owned by $(stat -c %u:%g "$dir/rootfs")"
+  echo "image unpacked into tmpfs in $((SECONDS - t))s ($(du -sm "$dir/rootfs" | cut -f1) MiB), its root owned by $(stat -c "%u:%g, mode %a" "$dir/rootfs")"
   # The image's environment (umoci's runtime config of it), and boxer's ids.
   python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["process"]["env"]))' "$src/config.json" >"$dir/env" || return
   printf '%s\n' BOXER_ID_BASE=32768 BOXER_ID_SPAN=16384 >>"$dir/env"
