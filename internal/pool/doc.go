@@ -186,6 +186,16 @@
 // from 246 ms, 1.21x a bare python3 in a fresh directory, to 68 ms, 0.28x;
 // what is left is pytest's own start: its plugins' entry points read from
 // every installed package's metadata, collection, the rewrite of asserts.
+// The zygote also imports the built-in plugins pytest loads as a run
+// configures itself (_FIRST_USE in zygote.py). What is left of a warm
+// pytest run after that (38 ms, 0.24-0.26x, in three runs of bench/jobs on
+// 2026-12-03) is mostly copy-on-write: pytest walks every attribute of its
+// plugin modules (fixture parsing), and each object it touches writes a
+// reference count on a page shared with the zygote. Measured in a job,
+// pytest.main took 2,380 page faults where a bare interpreter that had
+// imported pytest took 365; _learn's sample (print(2+2)) does not teach
+// the zygote those pages, and pinning them would cost every child of that
+// zygote some 8 MiB copied at each fork.
 // Both zygotes also hold the lean pre-imports (--pool-lean-preimport,
 // json by default, which brings re, enum, collections and functools):
 // under 1 MiB more in the lean zygote, and the import of json is most of
@@ -200,6 +210,22 @@
 // (NAME/ with an __init__) in the directory sys.path[0] names (_unshadow
 // in zygote.py; TestWarmSemanticsMatchCold). A pre-import that imported
 // the shadowed module keeps its own.
+//
+// # Where a job waits when none is ready
+//
+// The refiller prepares one child at a time. A client sending requests
+// back to back (bench/service's latency run) uses children faster than
+// that, so one request in ten or so finds the queue empty and prepares its
+// own child: the slow tail of back-to-back latency (p99 1.4 to 1.9x a bare
+// start's p50 against a p50 of 0.15 to 0.25x) is that wait, seen as
+// timing.acquireMs. Timed phase by phase on the cgroup v1 host
+// (2026-12-03, the 49 of 400 prepares that took over 8 ms), it is spread:
+// the move into the slot's cgroup took over 5 ms in 17 of them (writing
+// cgroup.procs takes the kernel's cgroup_threadgroup_rwsem for writing,
+// which can wait out an RCU grace period), the child's own isolation (its
+// network namespace, mounts, the job's process) in 13, the zygote's fork
+// (one at a time) in 4. Forking into the cgroup (clone3's
+// CLONE_INTO_CGROUP, cgroup v2 only) would skip the move.
 //
 // To hold another module ready, add it to --pool-preimport (boxer serve's
 // flag, or BOXER_POOL_PREIMPORT): the zygote imports it at start, jobs
