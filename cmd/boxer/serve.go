@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"boxer"
 	"boxer/internal/api"
 	"boxer/internal/api/prommetrics"
 	"boxer/internal/mcpserver"
@@ -271,6 +272,18 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("payments: %w", err)
 	}
+	// A facilitator that answers it settles none of our payments is a
+	// mistake to fix now; one that does not answer may be down for a while:
+	// serve, unready, and ask again.
+	checkCtx, cancel := context.WithTimeout(ctx, 10*time.Second) // not the 60 s a settlement may take
+	err = payments.CheckFacilitator(checkCtx)
+	cancel()
+	if errors.Is(err, x402.ErrUnsupported) {
+		return fmt.Errorf("payments: %w", err)
+	} else if err != nil {
+		m.log.Warn("x402 facilitator: runs cannot be paid for; not ready until it answers", "err", err)
+	}
+	go payments.WatchFacilitator(ctx)
 	reg := prometheus.NewRegistry()
 	var node prometheus.Registerer = reg
 	if c.Database != "" { // one of many nodes: every series says which
@@ -290,12 +303,20 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	metrics := &idleRelease{Metrics: prom}
+	// Ready while a sandbox can start and, when runs are priced, the
+	// facilitator's last answer listed our payment.
+	ready := func(ctx context.Context) error {
+		if err := payments.Ready(); err != nil {
+			return boxer.Errorf(boxer.ECodeUnavailable, "not ready: runs cannot be paid for now (the x402 facilitator does not answer as configured; the server's log says why)")
+		}
+		return m.engine.Ready(ctx)
+	}
 	deps := api.Deps{
 		Runner:        m.pool,
 		Store:         m.store,
 		Logger:        m.log,
 		Metrics:       metrics,
-		Ready:         m.engine.Ready,
+		Ready:         ready,
 		Sessions:      m.sessions,
 		PythonVersion: m.engine.Runtime().Version,
 	}

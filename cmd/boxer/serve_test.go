@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -355,6 +356,31 @@ func TestServeRefusesIncompleteConfig(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "pay") {
 		t.Fatalf("serve started with an incomplete payment config: %v\n%s", err, out)
+	}
+}
+
+// The facilitator's GET /supported at start: an answer that lists other
+// payments stops the start; no answer starts the server unready, since
+// no run can be paid for (and /healthz still answers).
+func TestServeFacilitatorHealth(t *testing.T) {
+	bin := boxerBin(t)
+	pay := []string{"--payments", "x402", "--x402-pay-to", "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"}
+	fac := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"kinds":[{"x402Version":2,"scheme":"exact","network":"eip155:84532"}]}`))
+	}))
+	defer fac.Close()
+	cmd := serveCmd(bin, stateDir(t), t.TempDir(), append(pay, "--x402-facilitator-url", fac.URL)...)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "does not support this payment") || !strings.Contains(string(out), "eip155:84532") {
+		t.Fatalf("serve with a facilitator for another network: %v\n%s", err, out)
+	}
+
+	s := startServeCmd(t, serveCmd(bin, stateDir(t), t.TempDir(), append(pay, "--x402-facilitator-url", "http://127.0.0.1:9")...))
+	if code, _, body := s.get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(body), "cannot be paid for") {
+		t.Errorf("readyz with the facilitator down: %d %v", code, body)
+	}
+	if code, _, _ := s.get("/healthz"); code != http.StatusOK {
+		t.Errorf("healthz with the facilitator down: %d", code)
 	}
 }
 

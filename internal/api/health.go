@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -35,7 +36,13 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		if err := s.deps.Ready(ctx); err != nil {
 			s.log.LogAttrs(r.Context(), slog.LevelWarn, "not ready",
 				slog.String("request_id", stateOf(r).id), slog.String("error", err.Error()))
-			s.writeError(w, r, boxer.Errorf(boxer.ECodeUnavailable, "not ready: the sandbox engine cannot start a sandbox now"))
+			// A reason meant for callers comes as a *boxer.Error; any other
+			// is the engine's, whose details stay in the log.
+			var be *boxer.Error
+			if !errors.As(err, &be) {
+				be = boxer.Errorf(boxer.ECodeUnavailable, "not ready: the sandbox engine cannot start a sandbox now")
+			}
+			s.writeError(w, r, be)
 			return
 		}
 	}

@@ -136,7 +136,7 @@ var routeDocs = []routeDoc{
 		ok:          healthBody{},
 	},
 	{method: "GET", path: "/healthz", id: "healthz", summary: "Liveness", description: "The process serves HTTP.", ok: statusBody{}},
-	{method: "GET", path: "/readyz", id: "readyz", summary: "Readiness", description: "A sandbox can start now; fails (503) while shutting down.", ok: statusBody{},
+	{method: "GET", path: "/readyz", id: "readyz", summary: "Readiness", description: "A sandbox can start now; fails (503) while shutting down, and while runs are priced and the x402 facilitator does not answer as configured.", ok: statusBody{},
 		errors: []string{boxer.ECodeUnavailable}},
 }
 

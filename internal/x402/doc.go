@@ -67,4 +67,15 @@
 //
 // x402 v1 (X-PAYMENT, requirements in the body) is refused with a clear
 // reason; the 402 body is the v2 PaymentRequired JSON.
+//
+// # The facilitator's health
+//
+// boxer asks the facilitator's GET /supported at start (CheckFacilitator)
+// and then in the background (WatchFacilitator). An answer that does not
+// list x402 v2, exact, on the configured network is a configuration
+// error: serve refuses to start (ErrUnsupported). No answer, or an error
+// answer, is an outage: boxer serves, Ready fails (GET /readyz answers 503,
+// so a balancer sends calls elsewhere), and it asks again after 1 s,
+// doubling to every 30 s, and every 5 minutes once it answers. Paid calls
+// during an outage fail as before, uncharged.
 package x402

@@ -61,6 +61,7 @@ type Payments struct {
 	now       func() time.Time
 	onSettled func(Settlement)
 	inflight  inflight
+	health    facilitatorHealth // see CheckFacilitator
 }
 
 // New validates cfg and returns the payment guard. With Mode off it returns

@@ -137,6 +137,13 @@ async function main() {
 
   // --- the tests -----------------------------------------------------------
   let offered;
+  await test("boxer asked the official facilitator's GET /supported at start, and is ready", async () => {
+    assert(fac.supported.asked >= 1, `GET /supported asked ${fac.supported.asked} times`);
+    const { kinds } = await (await fetch(`${fac.url}/supported`)).json();
+    assert(kinds.some((k) => k.x402Version === 2 && k.scheme === 'exact' && k.network === NETWORK),
+      `the facilitator lists ${JSON.stringify(kinds)}, not v2 exact on ${NETWORK}`);
+    eq((await fetch(`${server.url}/readyz`)).status, 200, 'readyz');
+  });
   await test('unpaid request gets a 402 challenge with the bazaar extension', async () => {
     const r = await post();
     const body = await r.text();

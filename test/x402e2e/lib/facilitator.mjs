@@ -17,13 +17,17 @@ export async function startFacilitator({ chain, rpcUrl }, account) {
   const facilitator = new x402Facilitator().register(`eip155:${chain.id}`, new ExactEvmScheme(signer));
 
   const calls = [];
+  const supported = { asked: 0 };
   const server = http.createServer(async (req, res) => {
     const answer = (status, body) => {
       res.writeHead(status, { 'Content-Type': 'application/json' });
       res.end(JSON.stringify(body));
     };
     try {
-      if (req.method === 'GET' && req.url === '/supported') return answer(200, facilitator.getSupported());
+      if (req.method === 'GET' && req.url === '/supported') {
+        supported.asked++;
+        return answer(200, facilitator.getSupported());
+      }
       const op = { '/verify': 'verify', '/settle': 'settle' }[req.url];
       if (req.method !== 'POST' || !op) return answer(404, { error: 'not found' });
       let raw = '';
@@ -42,6 +46,7 @@ export async function startFacilitator({ chain, rpcUrl }, account) {
   return {
     url,
     calls,
+    supported,
     stop: () => new Promise((resolve) => { server.closeAllConnections?.(); server.close(() => resolve()); }),
   };
 }
