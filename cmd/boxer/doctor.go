@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"boxer/internal/cgroup"
 	"boxer/internal/sandbox"
+	"boxer/internal/x402"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,12 +25,17 @@ Checks that this host can run sandboxes with every protection boxer is
 configured for, prints one line per check, and exits 1 with an explanation
 when it cannot, followed by the fix for each failure where boxer runs
 (systemd, Docker, Podman, Kubernetes, or a plain host). It runs a real
-sandbox and inspects it from the inside.
+sandbox and inspects it from the inside. It takes serve's flags and
+environment; with --payments x402 it also asks the facilitator's GET
+/supported, as serve does at start.
 `
 
 func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ef := newEnvFlags("doctor", doctorUsage, stderr)
-	cfg := engineFlags(ef)
+	// serve's flags and environment, so that doctor checks what serve
+	// would run with.
+	sc := serveFlags(ef)
+	cfg := sc.Engine
 	if !ef.parse(args) {
 		return 2
 	}
@@ -50,6 +57,7 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			e.Close()
 		}
 	}
+	checks = append(checks, paymentChecks(ctx, sc)...)
 	for _, c := range checks {
 		mark := "ok  "
 		if !c.OK {
@@ -58,12 +66,37 @@ func cmdDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stdout, "%s %-22s %s\n", mark, c.Name, c.Detail)
 	}
 	if !allOK(checks) {
-		fmt.Fprintln(stdout, "\nboxer cannot isolate programs safely on this host: fix the FAIL lines above.")
+		fmt.Fprintln(stdout, "\nboxer cannot serve safely as configured on this host: fix the FAIL lines above.")
 		printFixes(stdout, env, checks)
 		return 1
 	}
 	fmt.Fprintln(stdout, "\nthis host can run boxer sandboxes with every configured protection.")
 	return 0
+}
+
+// paymentChecks asks the facilitator, with payments on, what serve asks it
+// at start (x402.Payments.CheckFacilitator): nothing with payments off.
+func paymentChecks(ctx context.Context, sc *serveConfig) []finding {
+	if sc.Payments.Mode == x402.ModeOff {
+		return nil
+	}
+	if err := sc.pricePayments(); err != nil {
+		return []finding{{sandbox.Check{Name: "x402 settings", Detail: err.Error()}, probPayments}}
+	}
+	p, err := x402.New(sc.Payments, x402.Deps{Nonces: x402.NewMemoryNonceStore()})
+	if err != nil {
+		return []finding{{sandbox.Check{Name: "x402 settings", Detail: err.Error()}, probPayments}}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	switch err := p.CheckFacilitator(ctx); {
+	case errors.Is(err, x402.ErrUnsupported):
+		return []finding{{sandbox.Check{Name: "x402 facilitator", Detail: err.Error()}, probFacUnsupp}}
+	case err != nil:
+		return []finding{{sandbox.Check{Name: "x402 facilitator", Detail: err.Error()}, probFacilitator}}
+	}
+	return []finding{{Check: sandbox.Check{Name: "x402 facilitator", OK: true,
+		Detail: fmt.Sprintf("%s settles x402 v2 exact on %s", sc.Payments.FacilitatorURL, sc.Payments.Network)}}}
 }
 
 // finding is one line of the doctor's report and, when it failed, the kind

@@ -2,9 +2,13 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"syscall"
@@ -386,5 +390,50 @@ func TestUnitFile(t *testing.T) {
 		if _, ok := set[k]; ok {
 			t.Errorf("%s= is set", k)
 		}
+	}
+}
+
+// With --payments x402, doctor asks the facilitator what serve asks it at
+// start, and says which of the three ways it fails: settings incomplete,
+// no answer, an answer without boxer's payment.
+func TestDoctorPaymentChecks(t *testing.T) {
+	fac := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		network := strings.TrimPrefix(r.URL.Path, "/")
+		network = strings.TrimSuffix(network, "/supported")
+		fmt.Fprintf(w, `{"kinds":[{"x402Version":2,"scheme":"exact","network":%q}]}`, network)
+	}))
+	defer fac.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	pay := []string{"--payments", "x402", "--x402-pay-to", "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want problem // probNone: one ok line
+	}{
+		{"payments off", nil, probNone},
+		{"no recipient", []string{"--payments", "x402", "--x402-facilitator-url", fac.URL + "/eip155:8453"}, probPayments},
+		{"settles ours", append(pay, "--x402-facilitator-url", fac.URL+"/eip155:8453"), probNone},
+		{"settles another network", append(pay, "--x402-facilitator-url", fac.URL+"/eip155:84532"), probFacUnsupp},
+		{"does not answer", append(pay, "--x402-facilitator-url", closed.URL), probFacilitator},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ef := newEnvFlags("doctor", doctorUsage, io.Discard)
+			sc := serveFlags(ef)
+			if !ef.parse(tc.args) {
+				t.Fatalf("flags %q refused", tc.args)
+			}
+			got := paymentChecks(context.Background(), sc)
+			if tc.args == nil {
+				if len(got) != 0 {
+					t.Fatalf("payments off: %+v", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].OK != (tc.want == probNone) || got[0].problem != tc.want {
+				t.Fatalf("paymentChecks = %+v, want problem %d", got, tc.want)
+			}
+			t.Logf("%s: %s", got[0].Name, got[0].Detail)
+		})
 	}
 }

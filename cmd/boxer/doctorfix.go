@@ -160,6 +160,9 @@ const (
 	probMountAccess // another mount refused: EACCES
 	probIsolation   // a protection not in force inside a sandbox
 	probIDs         // the sandboxes' ids are not mapped in boxer's user namespace
+	probPayments    // the payment settings are incomplete
+	probFacilitator // the facilitator does not answer
+	probFacUnsupp   // the facilitator answers that it settles none of boxer's payments
 )
 
 // Fix texts several environments or problems share.
@@ -305,6 +308,19 @@ var fixes = map[problem]map[envKind]string{
 	},
 	probIsolation: {
 		envHost: "A protection was not in force inside the sandbox: do not serve from this host. It is a boxer bug or a kernel that ignores the setting; report it with this output.",
+	},
+	probPayments: {
+		envHost: "Complete the x402 settings the FAIL line names (boxer serve -h lists them), or run without --payments x402.",
+	},
+	probFacilitator: {
+		envHost: "boxer serve would start, unready (/readyz 503), and ask again until the facilitator answers. " +
+			"Check --x402-facilitator-url, that this host reaches it, and --x402-facilitator-auth-header.",
+		envKubernetes: "boxer serve would start, unready (/readyz 503), and ask again until the facilitator answers. " +
+			"Check BOXER_X402_FACILITATOR_URL and that deploy/kubernetes/networkpolicy.yaml lets the pod reach the facilitator's address.",
+	},
+	probFacUnsupp: {
+		envHost: "boxer serve refuses to start with this facilitator: point --x402-facilitator-url at one that settles x402 v2 exact payments " +
+			"on --x402-network, or set --x402-network to one the FAIL line says it lists.",
 	},
 }
 

@@ -215,12 +215,10 @@ type Main struct {
 	debug    *http.Server
 }
 
-// Run checks the configuration, opens the store, starts the engine and
-// the pool, proves isolation with the self-test, and starts serving.
-func (m *Main) Run(ctx context.Context) error {
-	c := m.cfg
-	// The bazaar extension describes the routes as /openapi.json and
-	// /llms.txt do: from the API's own description.
+// pricePayments gives the payment configuration its priced routes and
+// checks it. The bazaar extension describes the routes as /openapi.json
+// and /llms.txt do: from the API's own description.
+func (c *serveConfig) pricePayments() error {
 	described, err := api.PricedRoutes()
 	if err != nil {
 		return err
@@ -233,8 +231,16 @@ func (m *Main) Run(ctx context.Context) error {
 		c.Payments.Routes = append(c.Payments.Routes, x402.Route{Path: d.Path, Price: price, Description: d.Description,
 			Method: d.Method, InputExample: d.InputExample, BodySchema: d.Input, OutputExample: d.OutputExample})
 	}
-	if err := c.Payments.Validate(); err != nil {
-		return fmt.Errorf("payments: %w", err)
+	return c.Payments.Validate() // its errors say "payments: ..."
+}
+
+// Run checks the configuration, opens the store, starts the engine and
+// the pool, proves isolation with the self-test, and starts serving.
+func (m *Main) Run(ctx context.Context) error {
+	c := m.cfg
+	err := c.pricePayments()
+	if err != nil {
+		return err
 	}
 	if c.MaxConns < 1 {
 		return fmt.Errorf("--max-conns %d must be positive", c.MaxConns)
