@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"boxer/internal/cgroup"
 	"boxer/internal/sandbox"
@@ -87,8 +86,6 @@ func paymentChecks(ctx context.Context, sc *serveConfig) []finding {
 	if err != nil {
 		return []finding{{sandbox.Check{Name: "x402 settings", Detail: err.Error()}, probPayments}}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	switch err := p.CheckFacilitator(ctx); {
 	case errors.Is(err, x402.ErrUnsupported):
 		return []finding{{sandbox.Check{Name: "x402 facilitator", Detail: err.Error()}, probFacUnsupp}}

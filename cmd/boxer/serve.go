@@ -281,10 +281,7 @@ func (m *Main) Run(ctx context.Context) error {
 	// A facilitator that answers it settles none of our payments is a
 	// mistake to fix now; one that does not answer may be down for a while:
 	// serve, unready, and ask again.
-	checkCtx, cancel := context.WithTimeout(ctx, 10*time.Second) // not the 60 s a settlement may take
-	err = payments.CheckFacilitator(checkCtx)
-	cancel()
-	if errors.Is(err, x402.ErrUnsupported) {
+	if err = payments.CheckFacilitator(ctx); errors.Is(err, x402.ErrUnsupported) {
 		return fmt.Errorf("payments: %w", err)
 	} else if err != nil {
 		m.log.Warn("x402 facilitator: runs cannot be paid for; not ready until it answers", "err", err)

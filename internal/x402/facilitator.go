@@ -104,36 +104,53 @@ func (c *FacilitatorClient) call(ctx context.Context, op string, p *PaymentPaylo
 	if err != nil {
 		return fmt.Errorf("facilitator %s: %w", op, err)
 	}
+	status, data, err := c.exchange(ctx, http.MethodPost, op, body)
+	if err != nil {
+		return err
+	}
+	if status >= 500 || status == http.StatusUnauthorized || status == http.StatusForbidden {
+		return fmt.Errorf("facilitator %s: HTTP %d: %s", op, status, excerpt(data))
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("facilitator %s: HTTP %d, answer is not JSON: %s", op, status, excerpt(data))
+	}
+	return nil
+}
+
+// exchange sends one request to the facilitator's /op (body nil for a
+// GET), within the client's timeout and with its auth header, and returns
+// the answer's status and at most maxFacilitatorResponse bytes of it.
+func (c *FacilitatorClient) exchange(ctx context.Context, method, op string, body []byte) (int, []byte, error) {
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/"+op, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("facilitator %s: %w", op, err)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
+	req, err := http.NewRequestWithContext(ctx, method, c.url+"/"+op, rd)
+	if err != nil {
+		return 0, nil, fmt.Errorf("facilitator %s: %w", op, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
 	if c.authName != "" {
-		hreq.Header.Set(c.authName, c.authValue)
+		req.Header.Set(c.authName, c.authValue)
 	}
-	resp, err := c.httpClient.Do(hreq)
+	resp, err := c.httpClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("facilitator %s: %w", op, err)
+		return 0, nil, fmt.Errorf("facilitator %s: %w", op, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxFacilitatorResponse))
 	if err != nil {
-		return fmt.Errorf("facilitator %s: reading answer: %w", op, err)
+		return 0, nil, fmt.Errorf("facilitator %s: reading answer: %w", op, err)
 	}
-	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-		return fmt.Errorf("facilitator %s: HTTP %d: %s", op, resp.StatusCode, excerpt(data))
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("facilitator %s: HTTP %d, answer is not JSON: %s", op, resp.StatusCode, excerpt(data))
-	}
-	return nil
+	return resp.StatusCode, data, nil
 }
 
 // excerpt shortens a facilitator answer for an error message.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -26,30 +25,12 @@ func (k SupportedKind) String() string {
 
 // Supported asks the facilitator which kinds of payment it settles.
 func (c *FacilitatorClient) Supported(ctx context.Context) ([]SupportedKind, error) {
-	if c.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/supported", nil)
+	status, data, err := c.exchange(ctx, http.MethodGet, "supported", nil)
 	if err != nil {
-		return nil, fmt.Errorf("facilitator supported: %w", err)
+		return nil, err
 	}
-	req.Header.Set("Accept", "application/json")
-	if c.authName != "" {
-		req.Header.Set(c.authName, c.authValue)
-	}
-	resp, err := c.httpClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("facilitator supported: %w", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxFacilitatorResponse))
-	if err != nil {
-		return nil, fmt.Errorf("facilitator supported: reading answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("facilitator supported: HTTP %d: %s", resp.StatusCode, excerpt(data))
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("facilitator supported: HTTP %d: %s", status, excerpt(data))
 	}
 	var out struct {
 		Kinds []SupportedKind `json:"kinds"`
@@ -89,9 +70,13 @@ func (h *facilitatorHealth) get() error {
 	return h.err
 }
 
-// CheckFacilitator asks the facilitator once whether it settles boxer's
-// kind of payment (x402 v2, exact, on the configured network), and
-// records the answer for Ready. It returns an error wrapping
+// checkTimeout bounds one CheckFacilitator: a question that a facilitator
+// answers at once, not the settlement the client's timeout allows for.
+const checkTimeout = 10 * time.Second
+
+// CheckFacilitator asks the facilitator once, within checkTimeout, whether
+// it settles boxer's kind of payment (x402 v2, exact, on the configured
+// network), and records the answer for Ready. It returns an error wrapping
 // ErrUnsupported when the facilitator answered that it does not, and
 // another error when it could not be asked. Payments off: nil.
 func (p *Payments) CheckFacilitator(ctx context.Context) error {
@@ -103,6 +88,8 @@ func (p *Payments) CheckFacilitator(ctx context.Context) error {
 		p.health.set(nil)
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
 	kinds, err := s.Supported(ctx)
 	if err != nil {
 		err = fmt.Errorf("facilitator %s unreachable: %w", p.cfg.FacilitatorURL, err)
@@ -148,22 +135,27 @@ func (p *Payments) Ready() error {
 // 5 minutes while it answers, so that readiness follows an outage and
 // its end. A change of answer is logged once.
 func (p *Payments) WatchFacilitator(ctx context.Context) {
+	p.watch(ctx, time.Second, 30*time.Second, 5*time.Minute, nil)
+}
+
+// watch is WatchFacilitator with its intervals: first and most bound the
+// waits after a failure, healthy is the wait after an answer. checked, if
+// not nil, gets each check's result (for tests).
+func (p *Payments) watch(ctx context.Context, first, most, healthy time.Duration, checked func(error)) {
 	if !p.Enabled() {
 		return
 	}
 	if _, ok := p.fac.(supporter); !ok {
 		return
 	}
-	const healthy, maxBackoff = 5 * time.Minute, 30 * time.Second
-	backoff := time.Second
+	backoff := first
 	last := p.health.get()
 	for {
 		wait := healthy
 		if last != nil {
-			wait = backoff
-			backoff = min(2*backoff, maxBackoff)
+			wait, backoff = backoff, min(2*backoff, most)
 		} else {
-			backoff = time.Second
+			backoff = first
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -182,5 +174,8 @@ func (p *Payments) WatchFacilitator(ctx context.Context) {
 			p.log.Warn("x402 facilitator: runs cannot be paid for", "err", err)
 		}
 		last = err
+		if checked != nil {
+			checked(err)
+		}
 	}
 }

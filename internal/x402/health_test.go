@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // A facilitator's GET /supported decides readiness: listing boxer's
@@ -107,4 +108,47 @@ func (noSupported) Verify(context.Context, *PaymentPayload, PaymentRequirements)
 
 func (noSupported) Settle(context.Context, *PaymentPayload, PaymentRequirements) (*SettleResponse, error) {
 	return nil, errors.New("not used")
+}
+
+// After a failed check the watcher asks again, at growing intervals, until
+// the facilitator answers; then readiness comes back, and the watcher
+// waits its healthy interval, ending with its context.
+func TestWatchFacilitatorRecovers(t *testing.T) {
+	var asked atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if asked.Add(1) <= 3 { // the first check and two of the watcher's
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte(`{"kinds":[{"x402Version":2,"scheme":"exact","network":"eip155:8453"}]}`))
+	}))
+	defer srv.Close()
+	cfg := testConfig()
+	cfg.FacilitatorURL = srv.URL
+	p, err := New(cfg, Deps{Nonces: NewMemoryNonceStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.CheckFacilitator(context.Background()) == nil || p.Ready() == nil {
+		t.Fatal("a facilitator answering 503: ready")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	checked, done := make(chan error), make(chan struct{})
+	go func() {
+		defer close(done)
+		p.watch(ctx, time.Millisecond, 4*time.Millisecond, time.Hour, func(err error) { checked <- err })
+	}()
+	for i, wantOK := range []bool{false, false, true} {
+		if err := <-checked; (err == nil) != wantOK {
+			t.Fatalf("check %d by the watcher: %v, want ok %v", i+1, err, wantOK)
+		}
+	}
+	if err := p.Ready(); err != nil {
+		t.Errorf("after the facilitator answered: %v", err)
+	}
+	cancel()
+	<-done
+	if n := asked.Load(); n != 4 {
+		t.Errorf("GET /supported asked %d times, want 4: none more within the healthy hour", n)
+	}
 }
