@@ -37,30 +37,30 @@ os.sched_setaffinity(0, (min(_CPUS),))
 _POOLS = ("OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _ENV = {k: os.environ.get(k) for k in _POOLS}
 os.environ.update(dict.fromkeys(_POOLS, "1"))
-# A pre-import that is not installed is left out, not fatal: boxer serves
-# with the modules there are and tells the operator what is missing.
-_MISSING = []
-for _name in _CONFIG[4:]:
-    if _name:
-        try:
-            __import__(_name)
-        except ImportError:
-            _MISSING.append(_name)
 # What a pre-import loads on first use, not at import, is held ready with
 # it: a run of pytest imports its built-in plugins (and with them pdb and
-# xml.etree) as it configures itself, a third of a warm `python -m
-# pytest`'s time. Best effort: another version may name other modules.
+# xml.etree) as it configures itself. Best effort: another version may
+# name other modules.
 _FIRST_USE = {
     "pytest": lambda: ["_pytest." + p for p in sys.modules["_pytest.config"].default_plugins]
     + ["_pytest._argcomplete", "_pytest.config.compat", "pdb"],
 }
+# A pre-import that is not installed is left out, not fatal: boxer serves
+# with the modules there are and tells the operator what is missing.
+_MISSING = []
 for _name in _CONFIG[4:]:
-    if _name in _FIRST_USE and _name in sys.modules:
-        for _m in _FIRST_USE[_name]():
-            try:
-                __import__(_m)
-            except ImportError:
-                pass
+    if not _name:
+        continue
+    try:
+        __import__(_name)
+    except ImportError:
+        _MISSING.append(_name)
+        continue
+    for _m in _FIRST_USE.get(_name, list)():
+        try:
+            __import__(_m)
+        except ImportError:
+            pass
 for _k, _v in _ENV.items():  # a job sees the environment a cold run gets
     if _v is None:
         del os.environ[_k]
