@@ -789,3 +789,19 @@ func TestWarmFormBoundsCommand(t *testing.T) {
 		t.Errorf("a command of %d bytes has a warm form", warm.MaxCommandBytes+1)
 	}
 }
+
+// readProcFile reads a small /proc file whole, and refuses one longer
+// than its buffer rather than return it cut.
+func TestReadProcFile(t *testing.T) {
+	b, err := readProcFile("/proc/self/stat")
+	if err != nil || !strings.HasPrefix(string(b), strconv.Itoa(os.Getpid())+" (") || !strings.HasSuffix(string(b), "\n") {
+		t.Fatalf("/proc/self/stat: %q, %v", b, err)
+	}
+	long, err := os.ReadFile("/proc/self/status")
+	if err != nil || len(long) <= 1024 {
+		t.Fatalf("/proc/self/status is %d bytes (%v): the test needs a file longer than readProcFile's buffer", len(long), err)
+	}
+	if b, err := readProcFile("/proc/self/status"); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("/proc/self/status: %d bytes, %v; want refused", len(b), err)
+	}
+}
