@@ -1,20 +1,15 @@
 #!/usr/bin/env bash
 # Builds boxer's container image (deploy/image/build.sh) and runs it with
 # Podman as the container's entrypoint, with the privileges
-# deploy/kubernetes/deployment.yaml asks for and no more: every capability
-# dropped but SYS_ADMIN, SETUID, SETGID and DAC_OVERRIDE, Podman's default
-# seccomp profile (RuntimeDefault), no_new_privs
-# (allowPrivilegeEscalation: false), a read-only root with the data dir
-# on a tmpfs (emptyDir), /proc unmasked (procMount: Unmasked), a cgroup
-# namespace of its own. Then, through the container's published port on
+# deploy/kubernetes/deployment.yaml asks for and no more
+# (test/container/privileges.sh). Then, through the container's published port on
 # loopback: boxer doctor inside it, an API key made with boxer keys, the
 # MCP end-to-end cases over both transports with that key, and a SIGTERM
 # that must end the container with status 0.
 #
 #   test/container/run.sh
 #
-# runc, not crun (crun refuses a hybrid cgroup layout); explicit ulimits
-# (Podman's defaults exceed some hosts' hard limits). Needs root.
+# runc, not crun (crun refuses a hybrid cgroup layout). Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 name=boxer-container-test
@@ -26,16 +21,11 @@ podman rm -f "$name" >/dev/null 2>&1 || true
 trap 'podman rm -f "$name" >/dev/null 2>&1 || true' EXIT
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-nofile=$(ulimit -Hn)
+. test/container/privileges.sh
 # start runs the image detached with the manifests' privileges; its
 # arguments go after them (an --entrypoint, then the image and command).
 start() {
-  podman run -d --name "$name" --runtime runc \
-    --ulimit "nofile=$nofile:$nofile" --ulimit nproc=4096:4096 \
-    --cgroupns=private \
-    --cap-drop ALL --cap-add SYS_ADMIN,SETUID,SETGID,DAC_OVERRIDE \
-    --security-opt unmask=ALL --security-opt no-new-privileges \
-    --read-only --tmpfs /var/lib/boxer \
+  podman run -d --name "$name" --runtime runc "${container_privileges[@]}" \
     -p "127.0.0.1:$port:8080" \
     "$@" >/dev/null
 }

@@ -160,10 +160,8 @@ serve_exec() {
 # 200000-265535 and tars it into $run/userns; here it is unpacked into the
 # guest's tmpfs (the guest has no overlayfs for Podman's storage) and run
 # with Podman and runc from that directory (--rootfs) in a user namespace
-# mapping 0-65535 to those ids, with test/container/run.sh's privileges: all
-# capabilities dropped but SYS_ADMIN, SETUID, SETGID, DAC_OVERRIDE, the
-# default seccomp profile, no_new_privs, a read-only root, the data dir on
-# a tmpfs, /proc unmasked, a cgroup namespace of its own; boxer gets the id
+# mapping 0-65535 to those ids, with test/container/run.sh's privileges
+# (test/container/privileges.sh); boxer gets the id
 # range deploy/kubernetes/configmap.yaml gives it. No network (the guest
 # has no bridge): exec.py, the client, runs inside the container (podman
 # exec). It checks boxer doctor as the entrypoint's command; then serve
@@ -188,14 +186,9 @@ userns_podman=(podman --root "$userns_dir/storage" --runroot "$userns_dir/runroo
 # userns_start ARGS... runs the image with the manifests' privileges; ARGS
 # go after them (podman run's options, then --rootfs DIR and the command).
 userns_start() {
-  local nofile
-  nofile=$(ulimit -Hn)
+  . "$repo/test/container/privileges.sh"
   "${userns_podman[@]}" run --name "$userns_name" --uidmap "$userns_map" --gidmap "$userns_map" --network none \
-    --ulimit "nofile=$nofile:$nofile" --ulimit nproc=4096:4096 \
-    --cgroupns=private \
-    --cap-drop ALL --cap-add SYS_ADMIN,SETUID,SETGID,DAC_OVERRIDE \
-    --security-opt unmask=ALL --security-opt no-new-privileges \
-    --read-only --tmpfs /var/lib/boxer \
+    "${container_privileges[@]}" \
     --env-file "$userns_dir/env" --workdir /var/lib/boxer \
     "$@"
 }
