@@ -334,6 +334,8 @@ func (m *Main) Run(ctx context.Context) error {
 				next.ServeHTTP(w, r)
 			}), fail)
 		}
+		priced := time.Now()
+		deps.Discovery = func(r *http.Request) (any, bool) { return payments.Discovery(r, "/llms.txt", priced) }
 	}
 	if c.WebhookSecret != "" {
 		if deps.Webhooks, err = webhook.New(webhook.Config{Secret: []byte(c.WebhookSecret), AllowPrivate: c.WebhookLocal}, m.log); err != nil {

@@ -35,6 +35,7 @@ func llmsTxt(info DocInfo, base string, exec, run limitsDoc) string {
 				w("- Price of %s: $%s a call, paid with x402 (%s, asset %s); free with an API key\n", rd.path, p, info.Network, info.Asset)
 			}
 		}
+		w("- x402 discovery: %s%s (each priced route and what its 402 challenge asks for)\n", base, routeDiscovery)
 	case info.KeysRequired:
 		w("- Price: free, with an API key (Authorization: Bearer <key>)\n")
 	default:

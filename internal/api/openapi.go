@@ -138,6 +138,35 @@ var routeDocs = []routeDoc{
 	{method: "GET", path: "/healthz", id: "healthz", summary: "Liveness", description: "The process serves HTTP.", ok: statusBody{}},
 	{method: "GET", path: "/readyz", id: "readyz", summary: "Readiness", description: "A sandbox can start now; fails (503) while shutting down, and while runs are priced and the x402 facilitator does not answer as configured.", ok: statusBody{},
 		errors: []string{boxer.ECodeUnavailable}},
+	{method: "GET", path: routeDiscovery, id: "x402Discovery", summary: "What each priced route asks for",
+		description: "x402 discovery: one item per priced route whose accepts are the requirements of its 402 challenge, with the challenge's bazaar description of its input and output (the listing of the x402 specification's discovery API), and the resources' URLs (the well-known document of catalogs such as x402scan). 404 when payments are off.",
+		ok:          discoverySchema, errors: []string{boxer.ECodeNotFound}},
+}
+
+// discoverySchema is what OpenAPI says of GET /.well-known/x402's answer,
+// whose type is internal/x402's.
+var discoverySchema = map[string]any{
+	"type":     "object",
+	"required": []string{"x402Version", "items", "pagination", "version", "resources"},
+	"properties": map[string]any{
+		"x402Version": map[string]any{"type": "integer", "const": 2},
+		"items": map[string]any{"type": "array", "items": map[string]any{
+			"type":     "object",
+			"required": []string{"resource", "type", "x402Version", "accepts", "lastUpdated"},
+			"properties": map[string]any{
+				"resource":    map[string]any{"type": "string"},
+				"type":        map[string]any{"type": "string"},
+				"x402Version": map[string]any{"type": "integer"},
+				"accepts":     map[string]any{"type": "array", "items": map[string]any{"type": "object"}},
+				"lastUpdated": map[string]any{"type": "string"},
+				"metadata":    map[string]any{"type": "object"},
+			},
+		}},
+		"pagination":   map[string]any{"type": "object"},
+		"version":      map[string]any{"type": "integer", "const": 1},
+		"resources":    map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+		"instructions": map[string]any{"type": "string"},
+	},
 }
 
 // The codes routes answer besides their own: every route; a route with a

@@ -93,6 +93,7 @@ func TestServedDocuments(t *testing.T) {
 		"### GET /v1/jobs/{job_id}",
 		`curl -s http://example.com/v1/run-python -H 'Content-Type: application/json' -d '{"files":{"main.py":"print(2 + 2)"},"timeout_seconds":10}'`,
 		"409 job_id_conflict",
+		"- x402 discovery: http://example.com/.well-known/x402 (each priced route and what its 402 challenge asks for)",
 	} {
 		if !strings.Contains(text, s) {
 			t.Errorf("llms.txt lacks %q", s)
@@ -101,4 +102,23 @@ func TestServedDocuments(t *testing.T) {
 	if rec.Code != 200 || rec.Header().Get("Content-Type") != "text/plain; charset=utf-8" || t.Failed() {
 		t.Fatalf("GET /llms.txt: %d %s\n%s", rec.Code, rec.Header(), text)
 	}
+}
+
+// GET /.well-known/x402 serves the payment layer's document, cacheable, and
+// is a JSON 404 while nothing is priced.
+func TestDiscoveryRoute(t *testing.T) {
+	free := newTestServer(t, Config{}, nil)
+	wantError(t, free.do("GET", "/.well-known/x402", ""), http.StatusNotFound, "not_found")
+
+	ts := newTestServer(t, Config{}, func(d *Deps) {
+		d.Discovery = func(r *http.Request) (any, bool) {
+			return map[string]any{"x402Version": 2, "items": []any{}, "pagination": map[string]any{}, "version": 1, "resources": []string{"http://" + r.Host + "/v1/exec"}}, true
+		}
+	})
+	rec := ts.do("GET", "/.well-known/x402", "")
+	want := `{"items":[],"pagination":{},"resources":["http://example.com/v1/exec"],"version":1,"x402Version":2}`
+	if rec.Code != 200 || rec.Header().Get("Cache-Control") != "public, max-age=300" || strings.TrimSpace(rec.Body.String()) != want {
+		t.Fatalf("GET /.well-known/x402: %d %s %s", rec.Code, rec.Header(), rec.Body)
+	}
+	wantError(t, ts.do("POST", "/.well-known/x402", "{}"), http.StatusMethodNotAllowed, "method_not_allowed")
 }

@@ -40,6 +40,10 @@ type Deps struct {
 	// Ready reports whether a run could start now (GET /readyz), for
 	// example by starting a sandbox. Nil: always ready.
 	Ready func(ctx context.Context) error
+	// Discovery is GET /.well-known/x402, the priced routes and what each
+	// asks for, as seen by r; ok false (or a nil Discovery): nothing is
+	// priced, and the route answers 404.
+	Discovery func(r *http.Request) (doc any, ok bool)
 	// Doc is what GET /openapi.json and /llms.txt say of prices (Version
 	// and KeysRequired come from the Config).
 	Doc DocInfo
@@ -146,6 +150,7 @@ func (s *Server) routes() {
 	s.handle(http.MethodGet, "/readyz", http.HandlerFunc(s.handleReadyz))
 	s.handle(http.MethodGet, "/openapi.json", http.HandlerFunc(s.handleOpenAPI))
 	s.handle(http.MethodGet, "/llms.txt", http.HandlerFunc(s.handleLLMsTxt))
+	s.handle(http.MethodGet, routeDiscovery, http.HandlerFunc(s.handleDiscovery))
 	s.sessionRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, boxer.Errorf(boxer.ECodeNotFound, "no route %s", r.URL.Path))

@@ -68,6 +68,13 @@
 // x402 v1 (X-PAYMENT, requirements in the body) is refused with a clear
 // reason; the 402 body is the v2 PaymentRequired JSON.
 //
+// # Discovery
+//
+// Payments.Discovery is GET /.well-known/x402: one item per priced route,
+// built from the same offer as its 402 challenge (discovery.go says which
+// drafts its shape follows), so a catalog never lists a price the route
+// does not ask.
+//
 // # The facilitator's health
 //
 // boxer asks the facilitator's GET /supported at start (CheckFacilitator)

@@ -169,6 +169,36 @@ async function main() {
     offered = pr;
   });
 
+  await test('GET /.well-known/x402 lists every priced route with exactly its 402 challenge, as /llms.txt prices it', async () => {
+    const r = await fetch(`${server.url}/.well-known/x402`);
+    eq(r.status, 200, 'status');
+    const doc = await r.json();
+    eq(doc.x402Version, 2, 'x402Version');
+    eq(doc.version, 1, 'version (the well-known document)');
+    const pathOf = (u) => decodeURI(new URL(u).pathname);
+    const paths = doc.items.map((it) => pathOf(it.resource));
+    eq(JSON.stringify(paths), JSON.stringify(['/v1/exec', '/v1/run-python', '/v1/sessions',
+      '/v1/sessions/{session_id}/exec', '/v1/sessions/{session_id}/fork']), 'priced routes');
+    eq(JSON.stringify(doc.resources), JSON.stringify(doc.items.map((it) => it.resource)), 'resources');
+    eq(JSON.stringify(doc.pagination), JSON.stringify({ limit: 5, offset: 0, total: 5 }), 'pagination');
+    const llms = await (await fetch(`${server.url}/llms.txt`)).text();
+    assert(llms.includes(`- x402 discovery: ${server.url}/.well-known/x402`), 'llms.txt does not point at the discovery document');
+    for (const it of doc.items) {
+      const route = pathOf(it.resource);
+      // The challenge a caller gets there, decoded by the official client's code.
+      const c = await fetch(it.resource.replace('{session_id}', 'sess_none'), {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}',
+      });
+      eq(c.status, 402, `${route}: unpaid status`);
+      const pr = decodePaymentRequiredHeader(c.headers.get('PAYMENT-REQUIRED'));
+      eq(JSON.stringify(it.accepts), JSON.stringify(pr.accepts), `${route}: accepts`);
+      eq(JSON.stringify(it.metadata.extensions), JSON.stringify(pr.extensions), `${route}: extensions (bazaar)`);
+      eq(it.metadata.description, pr.resource.description, `${route}: description`);
+      const usd = String(Number(it.accepts[0].amount) / 1e6); // the default prices, as llms.txt writes them
+      assert(llms.includes(`- Price of ${route}: $${usd} a call`), `llms.txt does not price ${route} at $${usd}`);
+    }
+  });
+
   await test('official client pays: "4\\n", PAYMENT-RESPONSE with a transaction, payTo +20000', async () => {
     const before = { to: await token.balanceOf(payTo), from: await token.balanceOf(payer.address), calls: await handlerCalls() };
     const r = await payingFetch(`${server.url}/v1/exec`, {
