@@ -169,6 +169,16 @@ async function main() {
     offered = pr;
   });
 
+  await test('a CORS preflight of a priced route is never priced: 204, no challenge, nothing runs', async () => {
+    const calls = await handlerCalls();
+    const r = await fetch(`${server.url}/v1/exec`, {
+      method: 'OPTIONS',
+      headers: { Origin: 'https://app.example', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'content-type, payment-signature' },
+    });
+    eq(r.status, 204, 'status');
+    eq(r.headers.get('PAYMENT-REQUIRED'), null, 'PAYMENT-REQUIRED');
+    if (calls !== null) eq(await handlerCalls(), calls, 'handler runs');
+  });
   await test('GET /.well-known/x402 lists every priced route with exactly its 402 challenge, as /llms.txt prices it', async () => {
     const r = await fetch(`${server.url}/.well-known/x402`);
     eq(r.status, 200, 'status');
