@@ -36,7 +36,13 @@
 //     OOM are outcomes, answered 2xx): settle, then release the buffered
 //     answer with PAYMENT-RESPONSE. If settlement fails or its outcome is
 //     unknown, answer 402 with the reason (and the failed settlement in
-//     PAYMENT-RESPONSE) and withhold the output.
+//     PAYMENT-RESPONSE) and withhold the output. A settlement_pending
+//     answer with a transaction (the transfer went out, its receipt came
+//     late) is asked once more with the same payment, as the official
+//     resource server does; the facilitator then waits for that transfer
+//     instead of sending another, so the retry never charges twice. A
+//     second pending answer withholds the output like any unsettled one,
+//     though the transfer may still land: the log names it.
 //   - Handler answered 5xx (boxer failed) or 429 (busy), or any other non-2xx
 //     (the request was refused before running): pass the answer through and
 //     do not settle. The caller is not charged.

@@ -108,13 +108,28 @@ func (c *FacilitatorClient) call(ctx context.Context, op string, p *PaymentPaylo
 	if err != nil {
 		return err
 	}
-	if status >= 500 || status == http.StatusUnauthorized || status == http.StatusForbidden {
+	if status == http.StatusUnauthorized || status == http.StatusForbidden || (status >= 500 && !isRefusal(data)) {
 		return fmt.Errorf("facilitator %s: HTTP %d: %s", op, status, excerpt(data))
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("facilitator %s: HTTP %d, answer is not JSON: %s", op, status, excerpt(data))
 	}
 	return nil
+}
+
+// isRefusal reports whether a facilitator's error answer still carries a
+// refusal (isValid or success false), as the official facilitator's errors
+// do, a settlement_pending among them: the refusal's reason then decides.
+// A 5xx claiming success is not believed: its outcome stays unknown.
+func isRefusal(data []byte) bool {
+	var v struct {
+		IsValid *bool `json:"isValid"`
+		Success *bool `json:"success"`
+	}
+	if json.Unmarshal(data, &v) != nil {
+		return false
+	}
+	return (v.IsValid != nil && !*v.IsValid) || (v.Success != nil && !*v.Success)
 }
 
 // exchange sends one request to the facilitator's /op (body nil for a

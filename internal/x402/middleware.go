@@ -212,7 +212,7 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 		log.Info("x402: caller left before settlement; not settled")
 		return
 	}
-	sr, err := p.fac.Settle(ctx, payload, o.req)
+	sr, err := p.settle(ctx, payload, o.req)
 	if err != nil {
 		// The outcome is unknown: the transaction may land. The output is
 		// withheld all the same; the log line lets an operator reconcile.
@@ -247,6 +247,27 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 			Network: receipt.Network, Transaction: sr.Transaction, At: p.now(),
 		})
 	}
+}
+
+// ReasonSettlementPending is a facilitator's answer when it broadcast the
+// transfer but could not see it land in time (its wait for the receipt
+// failed): the payment may yet go through.
+const ReasonSettlementPending = "settlement_pending"
+
+// settle asks the facilitator to settle, and asks once more, with the same
+// payment and requirements, when the answer is settlement_pending with a
+// transaction: the facilitator then waits for that transaction instead of
+// sending a second one (the official facilitator keeps pending transfers
+// for this), so the retry never charges twice. One retry only, as the
+// official resource server does: a second pending answer is the outcome,
+// and the output is withheld like any unsettled one.
+func (p *Payments) settle(ctx context.Context, payload *PaymentPayload, req PaymentRequirements) (*SettleResponse, error) {
+	sr, err := p.fac.Settle(ctx, payload, req)
+	if err != nil || sr.Success || sr.ErrorReason != ReasonSettlementPending || sr.Transaction == "" {
+		return sr, err
+	}
+	p.log.Info("x402: settlement pending; asking again", "tx", sr.Transaction)
+	return p.fac.Settle(ctx, payload, req)
 }
 
 // charged says which handler answers are charged for: the successful ones.

@@ -19,6 +19,9 @@ type fakeFacilitator struct {
 	verifyBody   string
 	settleStatus int
 	settleBody   string
+	// settleFirst, if any, are the answers to the first settles, in order;
+	// settleStatus and settleBody answer the rest.
+	settleFirst []fakeAnswer
 
 	mu       sync.Mutex
 	verifies []FacilitatorRequest
@@ -47,6 +50,10 @@ func (f *fakeFacilitator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/settle" {
 		f.settles = append(f.settles, req)
 		status, body = f.settleStatus, f.settleBody
+		if len(f.settleFirst) > 0 {
+			status, body = f.settleFirst[0].status, f.settleFirst[0].body
+			f.settleFirst = f.settleFirst[1:]
+		}
 	} else {
 		f.verifies = append(f.verifies, req)
 	}
@@ -54,6 +61,12 @@ func (f *fakeFacilitator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	io.WriteString(w, body)
+}
+
+// fakeAnswer is one answer of the fake facilitator.
+type fakeAnswer struct {
+	status int
+	body   string
 }
 
 func (f *fakeFacilitator) counts() (verify, settle int) {
@@ -186,12 +199,16 @@ func TestUnpaidGets402WithBazaar(t *testing.T) {
 	}
 }
 
+// pendingBody is a facilitator's settlement_pending answer.
+const pendingBody = `{"success":false,"errorReason":"settlement_pending","errorMessage":"timed out waiting for receipt","transaction":"0xabc123","network":"eip155:8453"}`
+
 func TestPaidRequest(t *testing.T) {
 	tests := []struct {
 		name          string
 		handlerStatus int
 		settleStatus  int
 		settleBody    string
+		settleFirst   []fakeAnswer
 		wantStatus    int
 		wantOutput    bool
 		wantSettle    int
@@ -204,6 +221,20 @@ func TestPaidRequest(t *testing.T) {
 			wantStatus: 402, wantSettle: 1, wantReason: ReasonSettlementFailed},
 		{name: "settle refused with HTTP 400", handlerStatus: 200, settleStatus: 400, settleBody: `{"success":false,"errorReason":"invalid_exact_evm_nonce_already_used","transaction":"","network":"eip155:8453"}`,
 			wantStatus: 402, wantSettle: 1, wantReason: ReasonSettlementFailed},
+		// settlement_pending: the transfer went out but its receipt did not
+		// come in time. Asked once more with the same payment, the
+		// facilitator waits for that transfer rather than sending another.
+		{name: "settlement pending, then settled: asked twice, released", handlerStatus: 200,
+			settleFirst: []fakeAnswer{{200, pendingBody}}, wantStatus: 200, wantOutput: true, wantSettle: 2},
+		{name: "settlement pending as HTTP 500 (the official facilitator's error), then settled", handlerStatus: 200,
+			settleFirst: []fakeAnswer{{500, pendingBody}}, wantStatus: 200, wantOutput: true, wantSettle: 2},
+		{name: "settlement pending twice: asked twice only, withheld", handlerStatus: 200,
+			settleBody: pendingBody, wantStatus: 402, wantSettle: 2, wantReason: ReasonSettlementFailed},
+		{name: "settlement pending without a transaction is not asked again", handlerStatus: 200,
+			settleBody: `{"success":false,"errorReason":"settlement_pending","transaction":"","network":"eip155:8453"}`,
+			wantStatus: 402, wantSettle: 1, wantReason: ReasonSettlementFailed},
+		{name: "HTTP 500 claiming success is not believed", handlerStatus: 200, settleStatus: 500,
+			settleBody: `{"success":true,"transaction":"0xabc123","network":"eip155:8453"}`, wantStatus: 402, wantSettle: 1, wantReason: ReasonSettlementFailed},
 		{name: "handler 500 not settled", handlerStatus: 500, wantStatus: 500, wantOutput: true},
 		{name: "handler busy not settled", handlerStatus: 429, wantStatus: 429, wantOutput: true},
 		{name: "handler 400 not settled", handlerStatus: 400, wantStatus: 400, wantOutput: true},
@@ -217,6 +248,7 @@ func TestPaidRequest(t *testing.T) {
 			if tt.settleBody != "" {
 				fac.settleBody = tt.settleBody
 			}
+			fac.settleFirst = tt.settleFirst
 			rg := newRig(t, fac, tt.handlerStatus)
 			payer := newWallet(t)
 			h := paidHeader(t, payer, rg.offer)

@@ -293,6 +293,26 @@ async function main() {
     if (before.calls !== null) eq(await handlerCalls(), before.calls + 1, 'handler runs');
   });
 
+  await test('settlement_pending (the receipt came late): boxer asks once more with the same payment; charged once, released', async () => {
+    const before = { to: await token.balanceOf(payTo), from: await token.balanceOf(payer.address), calls: await handlerCalls(), n: fac.calls.length };
+    fac.faults.receiptFailures = 1;
+    const r = await payingFetch(`${server.url}/v1/exec`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(REQUEST),
+    });
+    const body = await r.json();
+    eq(r.status, 200, `status (body ${JSON.stringify(body).slice(0, 300)})`);
+    eq(body?.result?.stdout, '4\n', 'stdout');
+    const settle = decodePaymentResponseHeader(r.headers.get('PAYMENT-RESPONSE'));
+    eq(settle.success, true, 'settle success');
+    const calls = fac.calls.slice(before.n);
+    eq(calls.map((c) => c.op).join(','), 'verify,settle,settle', 'facilitator calls');
+    eq(calls[1].result.errorReason, 'settlement_pending', 'first settle answer');
+    eq(calls[1].result.transaction, settle.transaction, 'the pending transfer is the settled one');
+    eq(JSON.stringify(calls[2].body), JSON.stringify(calls[1].body), 'the second settle repeats the first');
+    eq(await token.balanceOf(payTo) - before.to, PRICE, 'payTo balance rise');
+    eq(before.from - await token.balanceOf(payer.address), PRICE, 'payer balance fall');
+    if (before.calls !== null) eq(await handlerCalls(), before.calls + 1, 'handler runs');
+  });
   await test('high-s twin of a valid signature is refused before the facilitator', async () => {
     const p = await fresh();
     const sig = p.payload.signature.slice(2);

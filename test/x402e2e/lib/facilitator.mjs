@@ -14,6 +14,18 @@ export async function startFacilitator({ chain, rpcUrl }, account) {
   const signer = toFacilitatorEvmSigner(Object.assign(wallet, { address: account.address }), {
     confirmationTimeoutMs: 30000,
   });
+  // faults.receiptFailures > 0 makes that many waits for a receipt fail,
+  // after the transfer was sent: what a slow chain or RPC does, and what
+  // the facilitator answers settlement_pending for.
+  const faults = { receiptFailures: 0 };
+  const waitForReceipt = signer.waitForTransactionReceipt.bind(signer);
+  signer.waitForTransactionReceipt = async (args) => {
+    if (faults.receiptFailures > 0) {
+      faults.receiptFailures--;
+      throw new Error('injected by the test: the receipt did not come in time');
+    }
+    return waitForReceipt(args);
+  };
   const facilitator = new x402Facilitator().register(`eip155:${chain.id}`, new ExactEvmScheme(signer));
 
   const calls = [];
@@ -47,6 +59,7 @@ export async function startFacilitator({ chain, rpcUrl }, account) {
     url,
     calls,
     supported,
+    faults,
     stop: () => new Promise((resolve) => { server.closeAllConnections?.(); server.close(() => resolve()); }),
   };
 }
