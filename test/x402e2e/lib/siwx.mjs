@@ -20,7 +20,7 @@ function solanaSigner() {
   return { publicKey: encodeBase58(raw), signMessage: async (m) => new Uint8Array(sign(null, m, privateKey)) };
 }
 
-export async function siwxTests({ test, eq, assert, server, payingFetch, token, payer, payTo, network, handlerCalls, sessionId }) {
+export async function siwxTests({ test, eq, assert, server, payingFetch, token, payer, payTo, network, handlerCalls, sessionId, mcp }) {
   const balances = async () => ({ from: await token.balanceOf(payer.address), to: await token.balanceOf(payTo), calls: await handlerCalls() });
   const same = async (before, what) => {
     const now = await balances();
@@ -126,6 +126,20 @@ export async function siwxTests({ test, eq, assert, server, payingFetch, token, 
     const badBody = await bad.json();
     eq(bad.status, 401, 'forged Solana proof');
     assert(badBody.error?.message?.startsWith('sign_in_invalid_signature: '), `message ${badBody.error?.message}`);
+  });
+
+  await test('sign-in over MCP: session_list asks to sign in, then lists the payer\'s session with the proof in _meta["x402/sign-in-with-x"]', async () => {
+    assert(sessionId, 'no session from the session tests');
+    const unsigned = await mcp.callTool({ name: 'session_list', arguments: {} });
+    eq(unsigned.isError, true, 'isError without a proof');
+    const paymentRequired = unsigned.structuredContent;
+    assert(paymentRequired?.extensions?.[SIGN_IN_WITH_X], `structured content ${JSON.stringify(paymentRequired)}`);
+    const out = await createSIWxClientHook(payer)({ paymentRequired, requestUrl: `${server.url}/mcp` });
+    assert(out?.headers?.[SIGN_IN_WITH_X], 'the official client made no proof');
+    const proofObject = JSON.parse(Buffer.from(out.headers[SIGN_IN_WITH_X], 'base64').toString());
+    const r = await mcp.callTool({ name: 'session_list', arguments: {}, _meta: { 'x402/sign-in-with-x': proofObject } });
+    assert(!r.isError, `tool error: ${JSON.stringify(r.content)}`);
+    assert(r.structuredContent?.sessions?.some((s) => s.session_id === sessionId), `sessions ${JSON.stringify(r.structuredContent)}`);
   });
 
   await test('sign-in: the payer who made the session reaches it, lists it and ends it; another address does not', async () => {
