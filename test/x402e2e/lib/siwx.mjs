@@ -4,7 +4,9 @@
 // signing in, without paying again; another address gets nothing; a proof
 // is good once; the payer who made a session reaches it and no one else.
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { x402HTTPClient } from '@x402/core/client';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
+import { wrapFetchWithPayment } from '@x402/fetch';
 import { createSIWxClientHook, encodeBase58, SIGN_IN_WITH_X } from '@x402/extensions/sign-in-with-x';
 import { generateKeyPairSync, sign } from 'node:crypto';
 
@@ -20,7 +22,7 @@ function solanaSigner() {
   return { publicKey: encodeBase58(raw), signMessage: async (m) => new Uint8Array(sign(null, m, privateKey)) };
 }
 
-export async function siwxTests({ test, eq, assert, server, payingFetch, token, payer, payTo, network, handlerCalls, sessionId, mcp }) {
+export async function siwxTests({ test, eq, assert, server, payingFetch, token, payer, payTo, network, handlerCalls, sessionId, mcp, client }) {
   const balances = async () => ({ from: await token.balanceOf(payer.address), to: await token.balanceOf(payTo), calls: await handlerCalls() });
   const same = async (before, what) => {
     const now = await balances();
@@ -73,6 +75,16 @@ export async function siwxTests({ test, eq, assert, server, payingFetch, token, 
     eq(body, paidBody, 'the stored answer, byte for byte');
     assert(!g.headers.get('PAYMENT-RESPONSE'), 'a signed-in GET carries no settlement');
     await same(before, 'signed-in GET');
+  });
+
+  await test('sign-in: one official fetch client that pays where priced signs in by itself here (x402HTTPClient.onPaymentRequired + createSIWxClientHook)', async () => {
+    const before = await balances();
+    const f = wrapFetchWithPayment(fetch, new x402HTTPClient(client).onPaymentRequired(createSIWxClientHook(payer)));
+    const r = await f(jobUrl);
+    const body = await r.text();
+    eq(r.status, 200, `status (body ${body.slice(0, 300)})`);
+    eq(body, paidBody, 'the stored answer, byte for byte');
+    await same(before, 'signed-in GET through the fetch wrapper');
   });
 
   await test('sign-in: the same proof again is refused (401 sign_in_rejected, nonce used), nothing charged', async () => {
