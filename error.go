@@ -25,6 +25,7 @@ const (
 	ECodeUnauthorized        = "unauthorized"
 	ECodeForbiddenHost       = "forbidden_host"
 	ECodePaymentRequired     = "payment_required"
+	ECodeSignInRejected      = "sign_in_rejected" // x402 sign-in-with-x proof refused
 	ECodeRateLimited         = "rate_limited"
 	ECodeBusy                = "busy"
 	ECodeUnavailable         = "unavailable"

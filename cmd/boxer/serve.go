@@ -72,6 +72,10 @@ type serveConfig struct {
 	RotateAfter   int
 	ResultBudget  int64
 	DebugAddr     string
+
+	// SignInNetworks are the chains a payer may sign in with (x402
+	// sign-in-with-x); none: the payment network.
+	SignInNetworks []string
 }
 
 func serveFlags(ef *envFlags) *serveConfig {
@@ -143,6 +147,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.str(&c.PriceExec, "x402-price-exec", "BOXER_X402_PRICE_EXEC", "0.02", "USD per /v1/exec call")
 	ef.str(&c.PriceRun, "x402-price-run-python", "BOXER_X402_PRICE_RUN_PYTHON", "0.01", "USD per /v1/run-python call")
 	ef.str(&c.PriceSession, "x402-price-session", "BOXER_X402_PRICE_SESSION", "0.01", "USD per session started (POST /v1/sessions) or forked (POST /v1/sessions/{id}/fork)")
+	ef.list(&c.SignInNetworks, "x402-sign-in-networks", "BOXER_X402_SIGN_IN_NETWORKS", "", "CAIP-2 chains (eip155:<id>, solana:<genesis hash>) a payer may sign in with (x402 sign-in-with-x) to fetch its jobs and reach its sessions without paying again, comma-separated; default: --x402-network")
 	ef.str(&c.PriceCell, "x402-price-session-exec", "BOXER_X402_PRICE_SESSION_EXEC", "0.005", "USD per cell run in a session (POST /v1/sessions/{id}/exec)")
 
 	ef.str(&c.WebhookSecret, "webhook-secret", "BOXER_WEBHOOK_SECRET", "", "secret (16 bytes or more) that signs the webhooks of async runs (X-Boxer-Signature); none: webhook_url is refused")
@@ -336,6 +341,9 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		priced := time.Now()
 		deps.Discovery = func(r *http.Request) (any, bool) { return payments.Discovery(r, "/llms.txt", priced) }
+		if deps.SignIn, err = signInHook(c, m); err != nil {
+			return err
+		}
 	}
 	if c.WebhookSecret != "" {
 		if deps.Webhooks, err = webhook.New(webhook.Config{Secret: []byte(c.WebhookSecret), AllowPrivate: c.WebhookLocal}, m.log); err != nil {
@@ -539,4 +547,24 @@ func (m *Main) Close() error {
 		errs = append(errs, m.store.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// signInHook is the payer's way back to what it paid for (x402
+// sign-in-with-x): a signed-in address is the request's payer.
+func signInHook(c *serveConfig, m *Main) (func(string, http.Handler, api.ErrorWriter) http.Handler, error) {
+	networks := c.SignInNetworks
+	if len(networks) == 0 {
+		networks = []string{c.Payments.Network}
+	}
+	si, err := x402.NewSignIn(x402.SignInConfig{PublicURL: c.Payments.PublicURL, Networks: networks},
+		x402.SignInDeps{Nonces: m.store, Logger: m.log})
+	if err != nil {
+		return nil, fmt.Errorf("--x402-sign-in-networks: %w", err)
+	}
+	return func(_ string, next http.Handler, fail api.ErrorWriter) http.Handler {
+		return si.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			api.SetPayer(r, x402.SignedInAs(r))
+			next.ServeHTTP(w, r)
+		}), fail)
+	}, nil
 }

@@ -49,7 +49,7 @@ func NewCORS(origins []string) (*CORS, error) {
 // Headers a browser may send on a cross-origin call, and read from its
 // answer.
 const (
-	corsAllowHeaders  = "Content-Type, Authorization, PAYMENT-SIGNATURE, Accept, Last-Event-ID, Mcp-Protocol-Version, Mcp-Session-Id"
+	corsAllowHeaders  = "Content-Type, Authorization, PAYMENT-SIGNATURE, SIGN-IN-WITH-X, Accept, Last-Event-ID, Mcp-Protocol-Version, Mcp-Session-Id"
 	corsExposeHeaders = "PAYMENT-REQUIRED, PAYMENT-RESPONSE, Retry-After, Mcp-Session-Id"
 	corsAllowMethods  = "GET, POST, DELETE, OPTIONS"
 	corsMaxAge        = "600"

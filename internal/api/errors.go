@@ -17,8 +17,8 @@ func httpStatus(code string) int {
 	switch code {
 	case boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodeUnsupportedLanguage:
 		return http.StatusBadRequest // 400
-	case boxer.ECodeUnauthorized:
-		return http.StatusUnauthorized // 401, with WWW-Authenticate
+	case boxer.ECodeUnauthorized, boxer.ECodeSignInRejected:
+		return http.StatusUnauthorized // 401 (with WWW-Authenticate for a key)
 	case boxer.ECodePaymentRequired:
 		return http.StatusPaymentRequired // 402
 	case boxer.ECodeForbiddenHost:

@@ -350,12 +350,12 @@ func conflict(jobID string) *boxer.Error {
 // job (the same bytes its POST returned), 202 while it runs, 404 otherwise.
 func (s *Server) handleGetJob(w http.ResponseWriter, r *http.Request) {
 	jobID := r.PathValue("job_id")
-	if s.deps.Payment != nil {
-		// A paid result is the payer's: a GET carries no payer to check,
-		// so it is not served. Replaying the POST with the same job_id
-		// returns the stored result without running again.
+	if st := stateOf(r); s.deps.Payment != nil && st.payer == "" && st.key == "" {
+		// A paid result is the payer's: a GET that names no payer (one
+		// signed in, Deps.SignIn) is not served. Replaying the POST with
+		// the same job_id returns the stored result without running again.
 		s.writeError(w, r, boxer.Errorf(boxer.ECodeNotFound,
-			"job records are not served by GET when payments are on; POST /v1/run-python again with the same job_id to get the stored result"))
+			"job records are served by GET, when payments are on, to the payer signed in with x402 sign-in-with-x; POST /v1/run-python again with the same job_id to get the stored result"))
 		return
 	}
 	if why := checkJobID(jobID); why != "" {

@@ -21,12 +21,16 @@ import (
 // guard puts who may call in front of a route. A caller with a valid API
 // key (Authorization: Bearer) passes, within its key's rate, and is never
 // charged; an unknown or revoked key is refused. A caller without one
-// pays on a priced route when payments are on, and otherwise passes only
-// if keys are not required (Config.KeysRequired).
+// pays on a priced route when payments are on, signs in as a payer on
+// another route when sign-in is on (Deps.SignIn), and otherwise passes
+// only if keys are not required (Config.KeysRequired).
 func (s *Server) guard(route string, h http.HandlerFunc, priced bool) http.Handler {
 	var pay http.Handler
-	if priced && s.deps.Payment != nil {
+	switch {
+	case priced && s.deps.Payment != nil:
 		pay = s.deps.Payment(route, h, s.writeError)
+	case !priced && s.deps.SignIn != nil:
+		pay = s.deps.SignIn(route, h, s.writeError)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token, ok := bearer(r); ok {

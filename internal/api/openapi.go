@@ -72,7 +72,7 @@ var routeDocs = []routeDoc{
 	},
 	{
 		method: "GET", path: "/v1/jobs/{job_id}", id: "getJob", summary: "A kept run-python result",
-		description: "The stored result of a /v1/run-python request that named job_id: 200 with it, 202 while the run goes on, 404 when unknown or expired, 410 when it was too large to keep.",
+		description: "The stored result of a /v1/run-python request that named job_id: 200 with it, 202 while the run goes on, 404 when unknown or expired, 410 when it was too large to keep. With payments on, a caller without an API key signs in as the payer (x402 sign-in-with-x: the 402 carries the challenge, SIGN-IN-WITH-X the signed proof) and gets that payer's job.",
 		ok:          RunResponse{}, accepted: runningResponse{}, errors: []string{boxer.ECodeNotFound, boxer.ECodeResultNotKept, boxer.ECodeRunLost},
 		keyed: true,
 	},
@@ -176,6 +176,9 @@ var (
 	bodyErrors  = []string{boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodePayloadTooLarge, boxer.ECodeUnsupportedMedia, boxer.ECodeRequestTimeout}
 	keyedErrors = []string{boxer.ECodeUnauthorized, boxer.ECodeRateLimited}
 	runErrors   = []string{boxer.ECodePaymentRequired, boxer.ECodeBusy, boxer.ECodeUnavailable}
+	// A keyed route that is not a run serves, with payments on, the payer
+	// who signs in (x402 sign-in-with-x): 402 asks for the proof.
+	signInErrors = []string{boxer.ECodePaymentRequired, boxer.ECodeSignInRejected}
 )
 
 // OpenAPI is boxer's OpenAPI 3.1 document.
@@ -226,6 +229,8 @@ func OpenAPI(info DocInfo) ([]byte, error) {
 		}
 		if rd.run {
 			codes = append(codes, runErrors...)
+		} else if rd.keyed {
+			codes = append(codes, signInErrors...)
 		}
 		byStatus := map[int][]string{}
 		for _, c := range codes {
@@ -320,7 +325,7 @@ var paymentRequiredSchema = map[string]any{
 func allCodes() []string {
 	return []string{boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodeUnsupportedLanguage, boxer.ECodeCodeTooLarge,
 		boxer.ECodePayloadTooLarge, boxer.ECodeUnsupportedMedia, boxer.ECodeRequestTimeout, boxer.ECodeNotFound, boxer.ECodeMethodNotAllowed,
-		boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept, boxer.ECodeSessionBusy, boxer.ECodeSessionEnded, boxer.ECodeSessionLost, boxer.ECodeForkRefused, boxer.ECodeRunLost, boxer.ECodeUnauthorized, boxer.ECodeForbiddenHost, boxer.ECodePaymentRequired, boxer.ECodeRateLimited,
+		boxer.ECodeJobIDConflict, boxer.ECodeResultNotKept, boxer.ECodeSessionBusy, boxer.ECodeSessionEnded, boxer.ECodeSessionLost, boxer.ECodeForkRefused, boxer.ECodeRunLost, boxer.ECodeUnauthorized, boxer.ECodeForbiddenHost, boxer.ECodePaymentRequired, boxer.ECodeSignInRejected, boxer.ECodeRateLimited,
 		boxer.ECodeBusy, boxer.ECodeUnavailable, boxer.ECodeInternal}
 }
 

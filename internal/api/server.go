@@ -37,6 +37,14 @@ type Deps struct {
 	// error writer. Nil: every route is free. A payment layer that has
 	// verified a payment should call SetPayer.
 	Payment func(route string, next http.Handler, fail ErrorWriter) http.Handler
+	// SignIn wraps, when payments are on, each route that serves what a
+	// payer already paid for and takes no payment (GET /v1/jobs/{job_id},
+	// the unpriced session routes), for callers without an API key: x402's
+	// sign-in-with-x, after which the request is the signed-in payer's. A
+	// sign-in layer that has verified a proof should call SetPayer. Nil:
+	// those routes serve a keyless caller as no one in particular (no job
+	// record; a session by its id alone).
+	SignIn func(route string, next http.Handler, fail ErrorWriter) http.Handler
 	// Ready reports whether a run could start now (GET /readyz), for
 	// example by starting a sandbox. Nil: always ready.
 	Ready func(ctx context.Context) error
@@ -265,6 +273,12 @@ func (s *Server) prune() {
 	if err != nil {
 		errs = append(errs, err.Error())
 	}
+	// An expired sign-in nonce is refused whether or not it is kept.
+	signIns, err := s.deps.Store.PruneSignInNonces(ctx, now)
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	nonces += signIns
 	// An ended session's record tells a late caller why it is gone; past
 	// the job retention, not_found says enough.
 	sessions, err := s.deps.Store.PruneSessions(ctx, now.Add(-s.cfg.JobRetention))

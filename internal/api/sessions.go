@@ -21,7 +21,9 @@ import (
 // priced calls.
 //
 // Who may reach a session: the API key that made it, and only that key;
-// a session made without a key is reached by its id alone, which is 128
+// with payments on, the payer that paid for it (proving its address on
+// the unpriced routes with x402 sign-in-with-x), and only that payer; a
+// session made with neither is reached by its id alone, which is 128
 // random bits. Caps count per key, per payer, or for all keyless callers
 // together.
 
@@ -138,11 +140,16 @@ func (s *Server) sessionRoutes() {
 	s.handle(http.MethodGet, routeSessionGet, s.forwarding(s.guard(routeSessionGet, s.handleSessionFile, false)))
 }
 
-// sessionOwner is who may reach the caller's sessions: its API key, or
-// no one in particular (the id is the capability).
+// sessionOwner is who may reach the caller's sessions: its API key, the
+// payer that paid or signed in, or no one in particular (the id is the
+// capability).
 func sessionOwner(r *http.Request) string {
-	if key := stateOf(r).key; key != "" {
-		return "key:" + key
+	st := stateOf(r)
+	switch {
+	case st.key != "":
+		return "key:" + st.key
+	case st.payer != "":
+		return "payer:" + strings.ToLower(st.payer)
 	}
 	return ""
 }

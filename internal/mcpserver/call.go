@@ -18,6 +18,11 @@ import (
 const (
 	metaPayment         = "x402/payment"
 	metaPaymentResponse = "x402/payment-response"
+	// metaSignIn carries a sign-in-with-x proof (the object the HTTP
+	// transport sends base64 in SIGN-IN-WITH-X), for the tools of routes
+	// a payer reaches by signing in. x402's MCP transport names no key
+	// for it; this one follows x402/payment's pattern.
+	metaSignIn = "x402/sign-in-with-x"
 )
 
 // forwarded are the headers of an MCP HTTP request that its tool calls'
@@ -75,6 +80,13 @@ func (s *Server) callMethod(ctx context.Context, req *mcp.CallToolRequest, metho
 			return errAnswer(boxer.ECodeInvalidRequest, "_meta[\"x402/payment\"] cannot be encoded: "+err.Error())
 		}
 		r.Header.Set("PAYMENT-SIGNATURE", h)
+	}
+	if p, ok := req.Params.Meta[metaSignIn]; ok {
+		h, err := x402.EncodeHeader(p)
+		if err != nil {
+			return errAnswer(boxer.ECodeInvalidRequest, "_meta[\"x402/sign-in-with-x\"] cannot be encoded: "+err.Error())
+		}
+		r.Header.Set(x402.HeaderSignInWithX, h)
 	}
 	rec := &recorder{header: http.Header{}}
 	s.api.ServeHTTP(rec, r)

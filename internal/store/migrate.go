@@ -113,6 +113,17 @@ CREATE TABLE nodes (
 ALTER TABLE sessions ADD COLUMN quota TEXT NOT NULL DEFAULT '';
 CREATE INDEX sessions_open_quota ON sessions (quota) WHERE ended_at IS NULL;
 `,
+	// 9: the nonces of x402 sign-in (SIWx) challenges, issued by any node
+	// and each accepted once, by any node, until it expires.
+	`
+CREATE TABLE signin_nonces (
+	nonce      TEXT    PRIMARY KEY,
+	issued_at  INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL,
+	used_at    INTEGER
+) WITHOUT ROWID;
+CREATE INDEX signin_nonces_expires_at ON signin_nonces (expires_at);
+`,
 }
 
 var pgMigrations = []string{
@@ -204,6 +215,16 @@ CREATE TABLE key_minutes (
 	calls  BIGINT NOT NULL,
 	PRIMARY KEY (key_id, minute)
 );
+`,
+	// 5: SQLite's 9.
+	`
+CREATE TABLE signin_nonces (
+	nonce      TEXT   PRIMARY KEY,
+	issued_at  BIGINT NOT NULL,
+	expires_at BIGINT NOT NULL,
+	used_at    BIGINT
+);
+CREATE INDEX signin_nonces_expires_at ON signin_nonces (expires_at);
 `,
 }
 

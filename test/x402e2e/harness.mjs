@@ -24,6 +24,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { CHAIN_ID, USDC, compileToken, installToken, startChain } from './lib/chain.mjs';
 import { startFacilitator } from './lib/facilitator.mjs';
 import { startServer } from './lib/server.mjs';
+import { SOLANA_DEVNET, siwxTests } from './lib/siwx.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const NETWORK = `eip155:${CHAIN_ID}`;
@@ -90,6 +91,8 @@ async function main() {
 
   const fac = await startFacilitator(chainCtx, facilitatorAccount);
   stops.push(fac.stop);
+  // Sign-in (lib/siwx.mjs) is offered on Solana too, to try ed25519.
+  process.env.BOXER_X402_SIGN_IN_NETWORKS ??= `${NETWORK},${SOLANA_DEVNET}`;
   const server = await startServer(serverCmd, { facilitatorUrl: fac.url, payTo, network: NETWORK, asset: USDC, cwd: here });
   stops.push(() => server.proc.stop());
   console.log(`# anvil ${chainCtx.rpcUrl}, facilitator ${fac.url}, server ${server.url}`);
@@ -435,7 +438,7 @@ async function main() {
 
   // --- sessions: creation and each cell are priced calls -----------------
   let sessionId;
-  await test('a session is priced (10000), paid, and answers 201 with its id; listing it needs a key', async () => {
+  await test('a session is priced (10000), paid, and answers 201 with its id; listing it needs a key or a sign-in', async () => {
     const before = await mcpBefore();
     const create = () => payingFetch(`${server.url}/v1/sessions`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' });
     const unpaid = await fetch(`${server.url}/v1/sessions`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' });
@@ -449,7 +452,7 @@ async function main() {
     eq(decodePaymentResponseHeader(r.headers.get('PAYMENT-RESPONSE')).success, true, 'settlement');
     eq(await token.balanceOf(payTo) - before.to, 10000n, 'payTo balance rise');
     const list = await fetch(`${server.url}/v1/sessions`);
-    eq(list.status, 401, `GET /v1/sessions without a key (body ${await list.text()})`);
+    eq(list.status, 402, `GET /v1/sessions without a key asks to sign in (body ${await list.text()})`);
     sessionId = body.session_id;
   });
 
@@ -471,6 +474,8 @@ async function main() {
     eq(r.status, 404, `a cell for no session (body ${await r.text()})`);
     eq(await token.balanceOf(payTo), before.to, 'payTo balance after a refused cell');
   });
+
+  await siwxTests({ test, eq, assert, server, payingFetch, token, payer, payTo, network: NETWORK, handlerCalls, sessionId, mcp, client });
 
   if (await handlerCalls() === null) console.log('# server exposes no run count: run counts were not checked');
 }
