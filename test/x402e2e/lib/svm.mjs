@@ -58,15 +58,40 @@ function tokenAccountData({ mint, owner, amount }) {
   return b;
 }
 
+// litesvm's errors are napi values: a bare number for a fieldless variant
+// (its TypeScript const enums, which have no runtime object), or a class
+// instance. errJson writes them the way a Solana node does, e.g.
+// "BlockhashNotFound" or {"InstructionError":[2,{"Custom":1}]}.
+const TX_ERRORS = ('AccountInUse AccountLoadedTwice AccountNotFound ProgramAccountNotFound InsufficientFundsForFee ' +
+  'InvalidAccountForFee AlreadyProcessed BlockhashNotFound CallChainTooDeep MissingSignatureForFee InvalidAccountIndex ' +
+  'SignatureFailure InvalidProgramForExecution SanitizeFailure ClusterMaintenance AccountBorrowOutstanding ' +
+  'WouldExceedMaxBlockCostLimit UnsupportedVersion InvalidWritableAccount WouldExceedMaxAccountCostLimit ' +
+  'WouldExceedAccountDataBlockLimit TooManyAccountLocks AddressLookupTableNotFound InvalidAddressLookupTableOwner ' +
+  'InvalidAddressLookupTableData InvalidAddressLookupTableIndex InvalidRentPayingAccount WouldExceedMaxVoteCostLimit ' +
+  'WouldExceedAccountDataTotalLimit MaxLoadedAccountsDataSizeExceeded ResanitizationNeeded ' +
+  'InvalidLoadedAccountsDataSizeLimit UnbalancedTransaction ProgramCacheHitMaxLimit CommitCancelled').split(' ');
+const IX_ERRORS = ('GenericError InvalidArgument InvalidInstructionData InvalidAccountData AccountDataTooSmall ' +
+  'InsufficientFunds IncorrectProgramId MissingRequiredSignature AccountAlreadyInitialized UninitializedAccount ' +
+  'UnbalancedInstruction ModifiedProgramId ExternalAccountLamportSpend ExternalAccountDataModified ' +
+  'ReadonlyLamportChange ReadonlyDataModified DuplicateAccountIndex ExecutableModified RentEpochModified ' +
+  'NotEnoughAccountKeys AccountDataSizeChanged AccountNotExecutable AccountBorrowFailed AccountBorrowOutstanding ' +
+  'DuplicateAccountOutOfSync InvalidError ExecutableDataModified ExecutableLamportChange ' +
+  'ExecutableAccountNotRentExempt UnsupportedProgramId CallDepth MissingAccount ReentrancyNotAllowed ' +
+  'MaxSeedLengthExceeded InvalidSeeds InvalidRealloc ComputationalBudgetExceeded PrivilegeEscalation ' +
+  'ProgramEnvironmentSetupFailure ProgramFailedToComplete ProgramFailedToCompile Immutable IncorrectAuthority ' +
+  'AccountNotRentExempt InvalidAccountOwner ArithmeticOverflow UnsupportedSysvar IllegalOwner ' +
+  'MaxAccountsDataAllocationsExceeded MaxAccountsExceeded MaxInstructionTraceLengthExceeded ' +
+  'BuiltinProgramsMustConsumeComputeUnits').split(' ');
 function errJson(failed) {
-  // litesvm's error objects are napi enums; the facilitator only needs a
-  // truthy, JSON-able err, and people need to read it.
-  try {
-    const e = failed.err();
-    return JSON.parse(JSON.stringify(e, (_, v) => (typeof v === 'bigint' ? v.toString() : v))) ?? String(failed);
-  } catch {
-    return String(failed);
+  const e = failed.err();
+  if (typeof e === 'number') return TX_ERRORS[e] ?? `TransactionError${e}`;
+  if (e && typeof e.index === 'number' && typeof e.err === 'function') {
+    const inner = e.err();
+    if (typeof inner === 'number') return { InstructionError: [e.index, IX_ERRORS[inner] ?? `InstructionError${inner}`] };
+    if (inner && typeof inner.code === 'number') return { InstructionError: [e.index, { Custom: inner.code }] };
+    return { InstructionError: [e.index, String(inner)] };
   }
+  return String(e?.toString?.() ?? failed);
 }
 
 export async function startSvm() {
