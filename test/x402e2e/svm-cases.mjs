@@ -9,6 +9,8 @@ import { x402Client } from '@x402/core/client';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import { ExactSvmScheme } from '@x402/svm/exact/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { SOLANA_MAINNET, USDC_MINT, ata, startSvm } from './lib/svm.mjs';
 
 export const SVM_NETWORK = SOLANA_MAINNET;
@@ -230,5 +232,39 @@ export async function svmCases(h, world) {
     eq(before.from - after.from, PRICE, 'payer token fall');
     eq(before.fee - after.fee, SETTLEMENT_FEE, 'fee payer lamports spent');
     if (before.calls !== null) eq(after.calls, before.calls + 1, 'handler runs');
+  });
+
+  await test('Solana over MCP: paid in _meta["x402/payment"], settled on the SVM; the same payment again is refused', async () => {
+    const mcp = new McpClient({ name: 'boxer-x402e2e-svm', version: '1.0.0' });
+    await mcp.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)));
+    try {
+      const args = { code: 'print(2 + 2)' };
+      const unpaid = await mcp.callTool({ name: 'exec', arguments: args });
+      eq(unpaid.isError, true, 'unpaid isError');
+      eq(unpaid.structuredContent?.accepts?.[1]?.network, SVM_NETWORK, 'Solana offered over MCP');
+      const payment = await client.createPaymentPayload(unpaid.structuredContent);
+      eq(payment.accepted.network, SVM_NETWORK, 'the Solana client chose Solana');
+      const before = await balances();
+      const r = await mcp.callTool({ name: 'exec', arguments: args, _meta: { 'x402/payment': payment } });
+      assert(!r.isError, `tool error: ${JSON.stringify(r.content)}`);
+      eq(r.structuredContent?.stdout, '4\n', 'stdout');
+      const settle = r._meta?.['x402/payment-response'];
+      eq(settle?.success, true, 'settlement');
+      eq(settle.network, SVM_NETWORK, 'settlement network');
+      eq(settle.payer, payer.address, 'settlement payer');
+      const after = await balances();
+      eq(after.to - before.to, PRICE, 'payTo token rise');
+      eq(before.from - after.from, PRICE, 'payer token fall');
+      if (before.calls !== null) eq(after.calls, before.calls + 1, 'handler runs');
+      const again = await mcp.callTool({ name: 'exec', arguments: args, _meta: { 'x402/payment': payment } });
+      eq(again.isError, true, 'replay isError');
+      assert(again.structuredContent?.error?.includes('payment_already_used'), `replay error ${JSON.stringify(again.structuredContent?.error)}`);
+      const last = await balances();
+      eq(last.to, after.to, 'payTo token balance after the replay');
+      eq(last.fee, after.fee, 'fee payer lamports after the replay');
+      if (after.calls !== null) eq(last.calls, after.calls, 'handler runs after the replay');
+    } finally {
+      await mcp.close();
+    }
   });
 }
