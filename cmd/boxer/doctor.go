@@ -92,8 +92,11 @@ func paymentChecks(ctx context.Context, sc *serveConfig) []finding {
 	case err != nil:
 		return []finding{{sandbox.Check{Name: "x402 facilitator", Detail: err.Error()}, probFacilitator}}
 	}
-	return []finding{{Check: sandbox.Check{Name: "x402 facilitator", OK: true,
-		Detail: fmt.Sprintf("%s settles x402 v2 exact on %s", sc.Payments.FacilitatorURL, sc.Payments.Network)}}}
+	detail := fmt.Sprintf("%s settles x402 v2 exact on %s", sc.Payments.FacilitatorURL, sc.Payments.Network)
+	if fp := p.SolanaFeePayer(); fp != "" {
+		detail += fmt.Sprintf(" and on %s (fee payer %s)", sc.Payments.Solana.Network, fp)
+	}
+	return []finding{{Check: sandbox.Check{Name: "x402 facilitator", OK: true, Detail: detail}}}
 }
 
 // finding is one line of the doctor's report and, when it failed, the kind

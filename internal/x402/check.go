@@ -3,6 +3,7 @@ package x402
 import (
 	"fmt"
 	"math/big"
+	"strings"
 	"time"
 )
 
@@ -40,10 +41,13 @@ func reject(reason, format string, args ...any) *Rejection {
 	return &Rejection{Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
-// checkedPayment is a payment that passed the local checks.
+// checkedPayment is a payment that passed the local checks, on either
+// network.
 type checkedPayment struct {
-	Payer    Address
-	Transfer *Transfer
+	payer    string              // as shown: EIP-55 or base58
+	payerKey string              // as stored and keyed: lowercase hex or base58
+	nonce    string              // what makes the payment single-use
+	req      PaymentRequirements // what it pays, sent to the facilitator
 }
 
 // check runs the cheap local checks, in the order that gives the most useful
@@ -51,6 +55,9 @@ type checkedPayment struct {
 // over this route's own EIP-712 domain, so a payment signed for another
 // token or chain fails there even if its "accepted" echo was edited.
 func (o *offer) check(p *PaymentPayload, now time.Time, margin time.Duration) (*checkedPayment, *Rejection) {
+	if o.svm != nil && p.Accepted.Network == o.svm.req.Network {
+		return o.svm.check(p)
+	}
 	if rej := o.matchAccepted(&p.Accepted); rej != nil {
 		return nil, rej
 	}
@@ -89,7 +96,7 @@ func (o *offer) check(p *PaymentPayload, now time.Time, margin time.Duration) (*
 	if signer != t.From {
 		return nil, reject(ReasonSignature, "signature is not by %s (it is not for this authorization, token or chain)", t.From)
 	}
-	return &checkedPayment{Payer: t.From, Transfer: t}, nil
+	return &checkedPayment{payer: t.From.String(), payerKey: strings.ToLower(t.From.String()), nonce: t.NonceHex(), req: o.req}, nil
 }
 
 // matchAccepted compares the client's echo of the requirements to the offer

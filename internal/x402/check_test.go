@@ -120,8 +120,8 @@ func TestCheck(t *testing.T) {
 				if rej != nil {
 					t.Fatalf("refused: %v", rej)
 				}
-				if got.Payer != payer.addr {
-					t.Fatalf("payer = %s, want %s", got.Payer, payer.addr)
+				if got.payer != payer.addr.String() || got.payerKey != strings.ToLower(payer.addr.String()) || got.nonce != strings.ToLower(a.Nonce) {
+					t.Fatalf("payer %s (key %s), nonce %s; want %s, %s", got.payer, got.payerKey, got.nonce, payer.addr, a.Nonce)
 				}
 				return
 			}

@@ -76,6 +76,9 @@ type Config struct {
 	// /v1/run-python; prices can be set per route with
 	// --x402-price-exec / --x402-price-run-python (BOXER_X402_PRICE_EXEC, ...).
 	Routes []Route
+	// Solana, when its PayTo is set, is offered beside the EVM payment
+	// (svm.go).
+	Solana SolanaConfig
 }
 
 // Route is one priced route and how the bazaar extension describes it.
@@ -108,6 +111,7 @@ func DefaultConfig() Config {
 		MaxTimeoutSeconds:  DefaultMaxTimeoutSeconds,
 		ValidityMargin:     60 * time.Second,
 		Routes:             DefaultRoutes(),
+		Solana:             DefaultSolanaConfig(),
 	}
 }
 
@@ -166,6 +170,7 @@ func (c *Config) Validate() error {
 			bad("public URL %q is not an http(s) URL (--x402-public-url)", c.PublicURL)
 		}
 	}
+	errs = append(errs, c.Solana.validate()...)
 	if len(c.Routes) == 0 {
 		bad("no priced routes")
 	}
@@ -182,6 +187,11 @@ func (c *Config) Validate() error {
 			bad("route %s: %v", r.Path, err)
 		} else if amt.Sign() == 0 {
 			bad("route %s: price is zero; use --payments off for free routes", r.Path)
+		}
+		if c.Solana.Enabled() {
+			if _, err := AtomicAmount(r.Price, c.Solana.AssetDecimals); err != nil {
+				bad("route %s: solana: %v", r.Path, err)
+			}
 		}
 		for name, j := range map[string]json.RawMessage{"input example": r.InputExample, "body schema": r.BodySchema, "output example": r.OutputExample} {
 			if len(j) > 0 && !json.Valid(j) {

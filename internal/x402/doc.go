@@ -1,6 +1,8 @@
 // Package x402 makes boxer's routes payable per call with the x402 protocol
 // (version 2, HTTP transport): scheme "exact" on an EVM chain, paid by an
-// EIP-3009 transferWithAuthorization of a token such as USDC on Base.
+// EIP-3009 transferWithAuthorization of a token such as USDC on Base, and,
+// when configured, scheme "exact" on Solana beside it (svm.go): a partially
+// signed SPL TransferChecked that the facilitator co-signs as fee payer.
 //
 // It owns the protocol types and their base64 header encoding, the offer of
 // each priced route (requirements and the bazaar discovery extension), the

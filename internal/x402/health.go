@@ -17,6 +17,16 @@ type SupportedKind struct {
 	X402Version int    `json:"x402Version"`
 	Scheme      string `json:"scheme"`
 	Network     string `json:"network"`
+	// Extra is what a payment of this kind needs from the facilitator:
+	// on Solana, the fee payer.
+	Extra struct {
+		FeePayer string `json:"feePayer,omitempty"`
+	} `json:"extra"`
+}
+
+// is reports whether k is the kind (version, scheme, network) of want.
+func (k SupportedKind) is(want SupportedKind) bool {
+	return k.X402Version == want.X402Version && k.Scheme == want.Scheme && k.Network == want.Network
 }
 
 func (k SupportedKind) String() string {
@@ -105,8 +115,8 @@ func (p *Payments) supports(kinds []SupportedKind) error {
 	want := SupportedKind{X402Version: 2, Scheme: "exact", Network: p.cfg.Network}
 	var listed []string
 	for _, k := range kinds {
-		if k == want {
-			return nil
+		if k.is(want) {
+			return p.supportsSVM(kinds)
 		}
 		listed = append(listed, k.String())
 	}

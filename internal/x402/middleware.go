@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"boxer"
@@ -28,8 +27,8 @@ func PayerOf(r *http.Request) string {
 // (for /v1/health's uniquePayers30d and for accounting).
 type Settlement struct {
 	Route       string
-	Payer       string // EIP-55 address
-	Nonce       string // lowercase 0x hex
+	Payer       string // EIP-55 or base58 address
+	Nonce       string // lowercase 0x hex; Solana: sha256:<hex of the message>
 	Amount      string // atomic units
 	Network     string
 	Transaction string
@@ -62,6 +61,7 @@ type Payments struct {
 	onSettled func(Settlement)
 	inflight  inflight
 	health    facilitatorHealth // see CheckFacilitator
+	svmFee    *svmFeePayer      // nil unless Solana is offered
 }
 
 // New validates cfg and returns the payment guard. With Mode off it returns
@@ -91,10 +91,18 @@ func New(cfg Config, deps Deps) (*Payments, error) {
 		p.fac = fc
 	}
 	p.offers = map[string]*offer{}
+	if cfg.Solana.Enabled() {
+		p.svmFee = &svmFeePayer{}
+	}
 	for _, r := range cfg.Routes {
 		o, err := newOffer(&p.cfg, r)
 		if err != nil {
 			return nil, fmt.Errorf("payments: %w", err)
+		}
+		if p.svmFee != nil {
+			if o.svm, err = newSVMOffer(&p.cfg, r, p.svmFee); err != nil {
+				return nil, fmt.Errorf("payments: %w", err)
+			}
 		}
 		p.offers[r.Path] = o
 	}
@@ -159,9 +167,8 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 		p.challenge(w, r, fail, o, rej, nil)
 		return
 	}
-	payer := strings.ToLower(checked.Payer.String())
-	nonce := checked.Transfer.NonceHex()
-	log := p.log.With("route", o.route.Path, "payer", checked.Payer.String(), "nonce", nonce)
+	payer, nonce, req := checked.payerKey, checked.nonce, checked.req
+	log := p.log.With("route", o.route.Path, "payer", checked.payer, "nonce", nonce)
 
 	key := payer + "/" + nonce
 	if !p.inflight.claim(key) {
@@ -184,7 +191,7 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 		return
 	}
 
-	vr, err := p.fac.Verify(ctx, payload, o.req)
+	vr, err := p.fac.Verify(ctx, payload, req)
 	if err != nil {
 		log.Warn("x402: verify", "err", err)
 		fail(w, r, boxer.Errorf(boxer.ECodeUnavailable, "payment facilitator unavailable; you were not charged"))
@@ -212,12 +219,12 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 		log.Info("x402: caller left before settlement; not settled")
 		return
 	}
-	sr, err := p.settle(ctx, payload, o.req)
+	sr, err := p.settle(ctx, payload, req)
 	if err != nil {
 		// The outcome is unknown: the transaction may land. The output is
 		// withheld all the same; the log line lets an operator reconcile.
 		log.Error("x402: settle", "err", err)
-		failed := &SettleResponse{Success: false, ErrorReason: ReasonSettlementFailed, Network: o.req.Network, Payer: checked.Payer.String()}
+		failed := &SettleResponse{Success: false, ErrorReason: ReasonSettlementFailed, Network: req.Network, Payer: checked.payer}
 		p.challenge(w, r, fail, o, reject(ReasonSettlementFailed, "settlement could not be completed; the output is withheld"), failed)
 		return
 	}
@@ -228,10 +235,10 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 	}
 	receipt := SettleResponse{Success: true, Transaction: sr.Transaction, Network: sr.Network, Payer: sr.Payer}
 	if receipt.Network == "" {
-		receipt.Network = o.req.Network
+		receipt.Network = req.Network
 	}
 	if receipt.Payer == "" {
-		receipt.Payer = checked.Payer.String()
+		receipt.Payer = checked.payer
 	}
 	enc, err := EncodeHeader(receipt)
 	if err != nil {
@@ -243,7 +250,7 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 	log.Info("x402: settled", "tx", sr.Transaction)
 	if p.onSettled != nil {
 		p.onSettled(Settlement{
-			Route: o.route.Path, Payer: checked.Payer.String(), Nonce: nonce, Amount: o.req.Amount,
+			Route: o.route.Path, Payer: checked.payer, Nonce: nonce, Amount: req.Amount,
 			Network: receipt.Network, Transaction: sr.Transaction, At: p.now(),
 		})
 	}

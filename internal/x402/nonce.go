@@ -5,13 +5,15 @@ import (
 	"sync"
 )
 
-// NonceStore remembers which payments (payer + EIP-3009 nonce) were used, so
-// each is accepted once. internal/store implements it on SQLite.
+// NonceStore remembers which payments (payer + EIP-3009 nonce, or on Solana
+// payer + "sha256:" hash of the transaction message) were used, so each is
+// accepted once. internal/store implements it on SQLite.
 //
 // UseNonce records the pair and reports whether it was new. It must be
 // atomic: of two concurrent calls with the same pair, exactly one sees fresh.
-// payer is a lowercase 0x address and nonce lowercase 0x hex, so a store may
-// compare them as strings.
+// payer is a lowercase 0x address (on Solana a base58 address, which is
+// case-sensitive) and nonce lowercase hex, so a store may compare them as
+// strings.
 type NonceStore interface {
 	UseNonce(ctx context.Context, payer, nonce string) (fresh bool, err error)
 }

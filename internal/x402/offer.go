@@ -15,6 +15,7 @@ type offer struct {
 	payTo  Address
 	asset  Address
 	bazaar Extension
+	svm    *svmOffer // nil unless Solana is offered
 }
 
 // newOffer builds a route's requirements and bazaar extension. cfg must have
@@ -138,7 +139,18 @@ func (o *offer) paymentRequired(publicURL string, r *http.Request, reason string
 			Description: o.route.Description,
 			MimeType:    "application/json",
 		},
-		Accepts:    []PaymentRequirements{o.req},
+		Accepts:    o.accepts(),
 		Extensions: map[string]Extension{"bazaar": o.bazaar},
 	}
+}
+
+// accepts lists the ways to pay: the EVM one, then Solana's once its fee
+// payer is known.
+func (o *offer) accepts() []PaymentRequirements {
+	if o.svm != nil {
+		if req, ok := o.svm.requirements(); ok {
+			return []PaymentRequirements{o.req, req}
+		}
+	}
+	return []PaymentRequirements{o.req}
 }

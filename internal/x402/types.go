@@ -33,12 +33,14 @@ type ResourceInfo struct {
 	MimeType    string `json:"mimeType,omitempty"`
 }
 
-// AssetExtra is the "extra" object of an exact-EVM offer: the EIP-712 domain
-// name and version of the token, which the client needs to sign. It carries
-// exactly these two fields; anything more confuses some clients.
+// AssetExtra is the "extra" object of an offer. On EVM it is the EIP-712
+// domain name and version of the token, which the client needs to sign, and
+// exactly these two fields: anything more confuses some clients. On Solana
+// it is only the facilitator's fee payer.
 type AssetExtra struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
+	Name     string `json:"name,omitempty"`
+	Version  string `json:"version,omitempty"`
+	FeePayer string `json:"feePayer,omitempty"`
 }
 
 // PaymentRequirements is one way to pay, as offered in PaymentRequired.accepts

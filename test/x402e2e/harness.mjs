@@ -4,6 +4,8 @@
 // at USDC's address, the official facilitator pointed at that chain, and
 // the official fetch client paying the server under test; then the
 // official MCP client paying its tools the way x402's MCP transport says.
+// Solana is offered beside Base and paid with @x402/svm on a local SVM
+// (svm-cases.mjs).
 //
 // Usage: node harness.mjs --server-cmd '<command with {addr}>'
 // (or BOXER_E2E_SERVER_CMD). Everything listens on 127.0.0.1 only; the run
@@ -25,6 +27,7 @@ import { CHAIN_ID, USDC, compileToken, installToken, startChain } from './lib/ch
 import { startFacilitator } from './lib/facilitator.mjs';
 import { startServer } from './lib/server.mjs';
 import { SOLANA_DEVNET, siwxTests } from './lib/siwx.mjs';
+import { SVM_NETWORK, startSvmWorld, svmCases } from './svm-cases.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const NETWORK = `eip155:${CHAIN_ID}`;
@@ -89,11 +92,16 @@ async function main() {
   await chainCtx.publicClient.waitForTransactionReceipt({ hash: mintHash });
   eq(await token.balanceOf(payer.address), 1_000_000n, 'payer balance after mint');
 
-  const fac = await startFacilitator(chainCtx, facilitatorAccount);
+  const svmWorld = await startSvmWorld(); // Solana, offered beside Base
+  stops.push(svmWorld.stop);
+  const fac = await startFacilitator(chainCtx, facilitatorAccount,
+    { network: SVM_NETWORK, feePayer: svmWorld.feePayer, rpcUrl: svmWorld.svm.rpcUrl });
   stops.push(fac.stop);
   // Sign-in (lib/siwx.mjs) is offered on Solana too, to try ed25519.
   process.env.BOXER_X402_SIGN_IN_NETWORKS ??= `${NETWORK},${SOLANA_DEVNET}`;
-  const server = await startServer(serverCmd, { facilitatorUrl: fac.url, payTo, network: NETWORK, asset: USDC, cwd: here });
+  const server = await startServer(serverCmd, {
+    facilitatorUrl: fac.url, payTo, network: NETWORK, asset: USDC, solanaPayTo: svmWorld.payTo, cwd: here,
+  });
   stops.push(() => server.proc.stop());
   console.log(`# anvil ${chainCtx.rpcUrl}, facilitator ${fac.url}, server ${server.url}`);
 
@@ -155,7 +163,7 @@ async function main() {
     assert(h && /^[A-Za-z0-9+/]*={0,2}$/.test(h), `PAYMENT-REQUIRED is not standard base64: ${h}`);
     const pr = decodePaymentRequiredHeader(h);
     eq(pr.x402Version, 2, 'x402Version');
-    eq(pr.accepts.length, 1, 'accepts');
+    eq(pr.accepts.length, 2, 'accepts (Base, then Solana: svm-cases.mjs)');
     const a = pr.accepts[0];
     eq(a.scheme, 'exact', 'scheme');
     eq(a.network, NETWORK, 'network');
@@ -356,6 +364,8 @@ async function main() {
     eq((await ask(p.accepted)).isValid, true, 'isValid with the echoed requirements');
     eq((await ask(offered.accepts[0])).isValid, false, 'isValid with the route\'s requirements');
   });
+
+  await svmCases({ test, assert, eq, post, handlerCalls, server, fac }, svmWorld);
 
   // --- MCP: x402's MCP transport, with the official MCP client ----------
   // There is no @x402/mcp to use here: the payment is made by the same

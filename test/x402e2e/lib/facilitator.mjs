@@ -1,5 +1,6 @@
-// The official facilitator (x402Facilitator with the exact EVM scheme),
-// served over HTTP on loopback and pointed at the local chain. The HTTP
+// The official facilitator (x402Facilitator with the exact EVM scheme, and
+// the exact SVM scheme when given a Solana fee payer), served over HTTP on
+// loopback and pointed at the local chains. The HTTP
 // shell is ours (the package has none); the verify and settle logic is the
 // package's, unchanged. Every request is recorded for the assertions.
 import http from 'node:http';
@@ -7,8 +8,12 @@ import { createWalletClient, publicActions, http as viemHttp } from 'viem';
 import { x402Facilitator } from '@x402/core/facilitator';
 import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
 import { toFacilitatorEvmSigner } from '@x402/evm';
+import { ExactSvmScheme } from '@x402/svm/exact/facilitator';
+import { toFacilitatorSvmSigner } from '@x402/svm';
 
-export async function startFacilitator({ chain, rpcUrl }, account) {
+// svm, if given, is { network, feePayer (a @solana/kit signer), rpcUrl }:
+// the official SVM signer takes a custom RPC URL for any network id it knows.
+export async function startFacilitator({ chain, rpcUrl }, account, svm) {
   const wallet = createWalletClient({ account, chain, transport: viemHttp(rpcUrl), pollingInterval: 200 })
     .extend(publicActions);
   const signer = toFacilitatorEvmSigner(Object.assign(wallet, { address: account.address }), {
@@ -27,6 +32,9 @@ export async function startFacilitator({ chain, rpcUrl }, account) {
     return waitForReceipt(args);
   };
   const facilitator = new x402Facilitator().register(`eip155:${chain.id}`, new ExactEvmScheme(signer));
+  if (svm) {
+    facilitator.register(svm.network, new ExactSvmScheme(toFacilitatorSvmSigner(svm.feePayer, { defaultRpcUrl: svm.rpcUrl })));
+  }
 
   const calls = [];
   const supported = { asked: 0 };

@@ -1,15 +1,15 @@
 // The server under test, started from a command template so the same
 // harness drives the fake server now and `boxer serve` later. The template
 // may use {addr} (host:port to listen on), {facilitator}, {payTo},
-// {network} and {asset}; the same values are also in the environment under
+// {network}, {asset} and {solanaPayTo}; the same values are also in the environment under
 // the names boxer's flags read (BOXER_PAYMENTS, BOXER_X402_*), plus
 // BOXER_LISTEN.
 import { freePort, startProcess, waitFor } from './proc.mjs';
 
-export async function startServer(template, { facilitatorUrl, payTo, network, asset, cwd }) {
+export async function startServer(template, { facilitatorUrl, payTo, network, asset, solanaPayTo = '', cwd }) {
   const addr = `127.0.0.1:${await freePort()}`;
-  const values = { addr, facilitator: facilitatorUrl, payTo, network, asset };
-  const cmd = template.replace(/\{(addr|facilitator|payTo|network|asset)\}/g, (_, k) => values[k]);
+  const values = { addr, facilitator: facilitatorUrl, payTo, network, asset, solanaPayTo };
+  const cmd = template.replace(/\{(addr|facilitator|payTo|network|asset|solanaPayTo)\}/g, (_, k) => values[k]);
   const env = {
     ...process.env,
     BOXER_LISTEN: addr,
@@ -18,6 +18,7 @@ export async function startServer(template, { facilitatorUrl, payTo, network, as
     BOXER_X402_FACILITATOR_URL: facilitatorUrl,
     BOXER_X402_NETWORK: network,
     BOXER_X402_ASSET: asset,
+    BOXER_X402_SOLANA_PAY_TO: solanaPayTo,
   };
   const proc = startProcess('server', 'sh', ['-c', cmd], { env, cwd });
   const url = `http://${addr}`;
