@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"filippo.io/edwards25519"
+	"github.com/mr-tron/base58"
 
 	"boxer"
 )
@@ -118,11 +119,15 @@ func verifyEVMProof(p *SignInProof) (string, *boxer.Error) {
 // proof's address, a base58 public key, and returns the address as sent
 // (base58 has one spelling per key).
 func verifySolanaProof(p *SignInProof) (string, *boxer.Error) {
-	pub, err := decodeBase58(p.Address)
-	if err != nil || len(pub) != ed25519.PublicKeySize {
+	key, err := ParsePublicKey(p.Address)
+	if err != nil {
 		return "", rejectSignIn(SignInReasonMalformed, "address %q is not a base58 ed25519 public key", p.Address)
 	}
-	sig, err := decodeBase58(p.Signature)
+	pub := key[:]
+	var sig []byte
+	if len(p.Signature) <= 88 { // 64 bytes are at most 88 characters
+		sig, err = base58.Decode(p.Signature)
+	}
 	if err != nil || len(sig) != ed25519.SignatureSize {
 		return "", rejectSignIn(SignInReasonSignature, "the signature is not 64 bytes of base58")
 	}

@@ -286,3 +286,10 @@ func findProgramAddress(seeds [][]byte, program PublicKey) (PublicKey, error) {
 	}
 	return PublicKey{}, errors.New("no program address found for these seeds")
 }
+
+// isBase58 reports whether s is written in base58 (a CAIP-2 reference of a
+// Solana network is a genesis hash's first 32 characters).
+func isBase58(s string) bool {
+	_, err := base58.Decode(s)
+	return s != "" && err == nil
+}
