@@ -186,9 +186,19 @@ func (s *Server) jobKey(r *http.Request, jobID string) string {
 	case st.key != "":
 		return "key:" + st.key + "/" + jobID // a job_id has no "/"; a payer no "key:"
 	case st.payer != "":
-		return strings.ToLower(st.payer) + "/" + jobID
+		return payerID(st.payer) + "/" + jobID
 	}
 	return jobID
+}
+
+// payerID is how a payer's address is compared: an EVM address in lower
+// case (its EIP-55 capitals are a checksum, not part of it), a Solana one
+// as written (base58 is case-sensitive: two spellings are two keys).
+func payerID(addr string) string {
+	if strings.HasPrefix(addr, "0x") || strings.HasPrefix(addr, "0X") {
+		return strings.ToLower(addr)
+	}
+	return addr
 }
 
 // claim has the store give this request jobID's run, or answers with

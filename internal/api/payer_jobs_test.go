@@ -31,4 +31,15 @@ func TestJobIDsArePerPayer(t *testing.T) {
 		}
 	}
 	wantError(t, ts.do(http.MethodGet, "/v1/jobs/shared", ""), http.StatusNotFound, "not_found")
+
+	// Solana addresses are base58, where case is part of the key: two
+	// spellings that differ only in case are two payers.
+	for i, payer := range []string{"9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin", "9XQEWVG816BUX9EPJHMAT23YVVM2ZWBRRPZB9PUSVFIN"} {
+		if rec := ts.do(http.MethodPost, "/v1/run-python", body, "Test-Payer", payer); rec.Code != http.StatusOK {
+			t.Fatalf("payer %s: %d %s", payer, rec.Code, rec.Body)
+		}
+		if want := 3 + i; ts.runner.count() != want {
+			t.Fatalf("after Solana payer %s: %d runs, want %d", payer, ts.runner.count(), want)
+		}
+	}
 }

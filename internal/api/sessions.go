@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"boxer"
@@ -149,7 +148,7 @@ func sessionOwner(r *http.Request) string {
 	case st.key != "":
 		return "key:" + st.key
 	case st.payer != "":
-		return "payer:" + strings.ToLower(st.payer)
+		return "payer:" + payerID(st.payer)
 	}
 	return ""
 }
@@ -163,7 +162,7 @@ func sessionQuota(r *http.Request) string {
 	case st.key != "":
 		return "key:" + st.key
 	case st.payer != "":
-		return "payer:" + strings.ToLower(st.payer)
+		return "payer:" + payerID(st.payer)
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
