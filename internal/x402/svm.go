@@ -209,7 +209,7 @@ func newSVMOffer(cfg *Config, r Route, fee *svmFeePayer) (*svmOffer, error) {
 			Amount:            amount.String(),
 			Asset:             mint.String(),
 			PayTo:             payTo.String(),
-			MaxTimeoutSeconds: cfg.MaxTimeoutSeconds,
+			MaxTimeoutSeconds: min(cfg.MaxTimeoutSeconds, svmMaxTimeoutSeconds),
 		},
 		payTo: payTo, mint: mint, decimals: c.AssetDecimals,
 		dest: map[PublicKey]PublicKey{},
@@ -421,3 +421,9 @@ func (p *Payments) SolanaFeePayer() string {
 	}
 	return p.svmFee.get()
 }
+
+// svmMaxTimeoutSeconds is the most a Solana payment is offered for: its
+// transaction names a recent blockhash, which lands only for about 60 to
+// 90 s (the scheme's specification offers 60), so a longer promise could
+// not be kept. A run and its queueing fit well within it.
+const svmMaxTimeoutSeconds = 60

@@ -129,7 +129,7 @@ func TestSVMOffer(t *testing.T) {
 	}
 	svm, _ := json.Marshal(acc[1])
 	want := `{"amount":"20000","asset":"EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v","extra":{"feePayer":"` + fp + `"},` +
-		`"maxTimeoutSeconds":300,"network":"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp","payTo":"` + rg.w.payTo.String() + `","scheme":"exact"}`
+		`"maxTimeoutSeconds":60,"network":"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp","payTo":"` + rg.w.payTo.String() + `","scheme":"exact"}`
 	if string(svm) != want {
 		t.Fatalf("SVM entry\n got %s\nwant %s", svm, want)
 	}

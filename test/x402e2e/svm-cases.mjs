@@ -104,7 +104,7 @@ export async function svmCases(h, world) {
     eq(a.amount, '20000', 'amount');
     eq(a.asset, USDC_MINT, 'asset');
     eq(a.payTo, payTo, 'payTo');
-    eq(a.maxTimeoutSeconds, 300, 'maxTimeoutSeconds');
+    eq(a.maxTimeoutSeconds, 60, 'maxTimeoutSeconds (a blockhash lives 60-90 s)');
     eq(JSON.stringify(a.extra), JSON.stringify({ feePayer: feePayer.address }), 'extra');
     svmOffer = pr;
   });
