@@ -157,12 +157,8 @@ func sessionOwner(r *http.Request) string {
 // payer's, or for a caller with neither, its address's (behind a proxy on
 // the same machine, every such caller's together).
 func sessionQuota(r *http.Request) string {
-	st := stateOf(r)
-	switch {
-	case st.key != "":
-		return "key:" + st.key
-	case st.payer != "":
-		return "payer:" + payerID(st.payer)
+	if owner := sessionOwner(r); owner != "" {
+		return owner
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
