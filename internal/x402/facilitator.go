@@ -108,7 +108,8 @@ func (c *FacilitatorClient) call(ctx context.Context, op string, p *PaymentPaylo
 	if err != nil {
 		return err
 	}
-	if status == http.StatusUnauthorized || status == http.StatusForbidden || (status >= 500 && !isRefusal(data)) {
+	// Only a 2xx may say yes: another status counts only as a refusal.
+	if status == http.StatusUnauthorized || status == http.StatusForbidden || (status >= 300 && !isRefusal(data)) {
 		return fmt.Errorf("facilitator %s: HTTP %d: %s", op, status, excerpt(data))
 	}
 	if err := json.Unmarshal(data, out); err != nil {
@@ -120,7 +121,8 @@ func (c *FacilitatorClient) call(ctx context.Context, op string, p *PaymentPaylo
 // isRefusal reports whether a facilitator's error answer still carries a
 // refusal (isValid or success false), as the official facilitator's errors
 // do, a settlement_pending among them: the refusal's reason then decides.
-// A 5xx claiming success is not believed: its outcome stays unknown.
+// An error status claiming success is not believed: the outcome stays
+// unknown.
 func isRefusal(data []byte) bool {
 	var v struct {
 		IsValid *bool `json:"isValid"`

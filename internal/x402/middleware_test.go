@@ -235,6 +235,8 @@ func TestPaidRequest(t *testing.T) {
 			wantStatus: 402, wantSettle: 1, wantReason: ReasonSettlementFailed},
 		{name: "HTTP 500 claiming success is not believed", handlerStatus: 200, settleStatus: 500,
 			settleBody: `{"success":true,"transaction":"0xabc123","network":"eip155:8453"}`, wantStatus: 402, wantSettle: 1, wantReason: ReasonSettlementFailed},
+		{name: "HTTP 400 claiming success is not believed", handlerStatus: 200, settleStatus: 400,
+			settleBody: `{"success":true,"transaction":"0xabc123","network":"eip155:8453"}`, wantStatus: 402, wantSettle: 1, wantReason: ReasonSettlementFailed},
 		{name: "handler 500 not settled", handlerStatus: 500, wantStatus: 500, wantOutput: true},
 		{name: "handler busy not settled", handlerStatus: 429, wantStatus: 429, wantOutput: true},
 		{name: "handler 400 not settled", handlerStatus: 400, wantStatus: 400, wantOutput: true},

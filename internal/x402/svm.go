@@ -51,6 +51,21 @@ var (
 // reference implementation does.
 const maxComputeUnitPrice = 5_000_000
 
+// The spec lets a resource server be stricter than its bounds, and boxer
+// is, for the fee payer's sake: at the price cap a 1.4M-unit limit and six
+// more signers would make it pay about 0.007 SOL for a $0.02 payment.
+const (
+	// maxComputeUnitLimit is ten times what the official client asks
+	// (20,000 units); a TransferChecked uses about 6,000.
+	maxComputeUnitLimit = 200_000
+	// maxPriorityFee bounds limit x price, in micro-lamports: 100,000
+	// lamports (0.0001 SOL), what the official client's 20,000 units cost
+	// at the price cap. By default it pays 0.02 lamports.
+	maxPriorityFee = 100_000 * 1_000_000
+	// maxSigners: the fee payer and the transfer's authority.
+	maxSigners = 2
+)
+
 // Instruction discriminators.
 const (
 	ixSetComputeUnitLimit = 2  // ComputeBudget: u8 2, u32 units
@@ -275,6 +290,9 @@ func (o *svmOffer) check(p *PaymentPayload) (*checkedPayment, *Rejection) {
 	if tx.Accounts[0] != feePayer {
 		return nil, reject(ReasonSVMFeePayer, "transaction's fee payer is %s, not %s", tx.Accounts[0], feePayer)
 	}
+	if tx.NumRequiredSignatures > maxSigners {
+		return nil, reject(ReasonSVMSignature, "transaction asks for %d signatures; at most %d (the fee payer and the transfer's authority)", tx.NumRequiredSignatures, maxSigners)
+	}
 	// Every signer but the fee payer (who signs at settlement) must have
 	// signed this message.
 	for i := 1; i < tx.NumRequiredSignatures; i++ {
@@ -347,8 +365,16 @@ func (o *svmOffer) checkLayout(tx *solanaTx, feePayer PublicKey) (*svmTransfer, 
 	if price.Program != programComputeBudget || len(price.Data) != 9 || price.Data[0] != ixSetComputeUnitPrice || len(price.Accounts) != 0 {
 		return nil, reject(ReasonSVMComputePrice, "instruction 1 is not ComputeBudget SetComputeUnitPrice")
 	}
-	if p := binary.LittleEndian.Uint64(price.Data[1:]); p > maxComputeUnitPrice {
+	units := uint64(binary.LittleEndian.Uint32(limit.Data[1:]))
+	if units > maxComputeUnitLimit {
+		return nil, reject(ReasonSVMComputeLimit, "compute unit limit %d is over %d", units, maxComputeUnitLimit)
+	}
+	p := binary.LittleEndian.Uint64(price.Data[1:])
+	if p > maxComputeUnitPrice {
 		return nil, reject(ReasonSVMPriceTooHigh, "compute unit price %d micro-lamports is over %d", p, maxComputeUnitPrice)
+	}
+	if units*p > maxPriorityFee { // both bounded above: no overflow
+		return nil, reject(ReasonSVMPriceTooHigh, "priority fee %d units x %d micro-lamports is over %d micro-lamports", units, p, uint64(maxPriorityFee))
 	}
 
 	t := ixs[2]

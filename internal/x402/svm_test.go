@@ -45,6 +45,17 @@ func TestSVMCheck(t *testing.T) {
 			s.instructions = func(d []solana.Instruction) []solana.Instruction { return d[:3] }
 		}},
 		{name: "compute price at the bound", edit: func(s *svmTxSpec) { s.microLamport = maxComputeUnitPrice }},
+		{name: "compute limit at boxer's bound", edit: func(s *svmTxSpec) { s.units = maxComputeUnitLimit }},
+		{name: "compute limit over boxer's bound", want: ReasonSVMComputeLimit, edit: func(s *svmTxSpec) { s.units = maxComputeUnitLimit + 1 }},
+		{name: "limit x price over boxer's priority fee bound", want: ReasonSVMPriceTooHigh, edit: func(s *svmTxSpec) {
+			s.units, s.microLamport = maxComputeUnitLimit, maxPriorityFee/maxComputeUnitLimit+1
+		}},
+		{name: "a third signer (the fee payer pays for each signature)", want: ReasonSVMSignature, edit: func(s *svmTxSpec) {
+			s.instructions = func(d []solana.Instruction) []solana.Instruction {
+				return append(d, memoIx("x", solana.Meta(stranger.PublicKey()).SIGNER()))
+			}
+			s.signers = []solana.PrivateKey{w.client, stranger}
+		}},
 
 		// Layout.
 		{name: "two instructions", want: ReasonSVMLayout, edit: func(s *svmTxSpec) {
