@@ -345,7 +345,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		priced := time.Now()
 		deps.Discovery = func(r *http.Request) (any, bool) { return payments.Discovery(r, "/llms.txt", priced) }
-		if deps.SignIn, err = signInHook(c, m); err != nil {
+		if deps.SignIn, err = signInHook(ctx, c, m); err != nil {
 			return err
 		}
 	}
@@ -555,13 +555,19 @@ func (m *Main) Close() error {
 
 // signInHook is the payer's way back to what it paid for (x402
 // sign-in-with-x): a signed-in address is the request's payer.
-func signInHook(c *serveConfig, m *Main) (func(string, http.Handler, api.ErrorWriter) http.Handler, error) {
+func signInHook(ctx context.Context, c *serveConfig, m *Main) (func(string, http.Handler, api.ErrorWriter) http.Handler, error) {
 	networks := c.SignInNetworks
 	if len(networks) == 0 {
 		networks = []string{c.Payments.Network}
 	}
+	// The key that MACs sign-in nonces is the database's, so that every
+	// node sharing it accepts the others' challenges. Never logged.
+	key, err := m.store.SignInKey(ctx)
+	if err != nil {
+		return nil, err
+	}
 	si, err := x402.NewSignIn(x402.SignInConfig{PublicURL: c.Payments.PublicURL, Networks: networks},
-		x402.SignInDeps{Nonces: m.store, Logger: m.log})
+		x402.SignInDeps{Nonces: m.store, Key: key, Logger: m.log})
 	if err != nil {
 		return nil, fmt.Errorf("--x402-sign-in-networks: %w", err)
 	}

@@ -256,6 +256,10 @@ func (s *Server) janitor() {
 	}
 }
 
+// signInPruneMargin is how long past its expiry a spent sign-in nonce is
+// kept: far more than the clocks of nodes sharing a database disagree by.
+const signInPruneMargin = time.Minute
+
 func (s *Server) prune() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -273,8 +277,10 @@ func (s *Server) prune() {
 	if err != nil {
 		errs = append(errs, err.Error())
 	}
-	// An expired sign-in nonce is refused whether or not it is kept.
-	signIns, err := s.deps.Store.PruneSignInNonces(ctx, now)
+	// A spent sign-in nonce is kept until no node can take it for open:
+	// its expiry, plus a margin for a node whose clock is behind this one's
+	// (forgotten, it would be fresh again there).
+	signIns, err := s.deps.Store.PruneSignInNonces(ctx, now.Add(-signInPruneMargin))
 	if err != nil {
 		errs = append(errs, err.Error())
 	}

@@ -4,7 +4,7 @@
 // once, in SQLite's spelling, and rebound for Postgres (db.go); each has
 // its own migrations, and every test of the package runs on both.
 //
-// It holds three things, each in its own file:
+// Among what it holds, each in its own file:
 //
 //   - jobs.go: records for /v1/run-python's job_id idempotency key. A job is
 //     claimed (state "running") before its run starts and finished (state
@@ -14,6 +14,10 @@
 //     total, success rate, p50 duration, calls and unique payers in 30 days).
 //   - nonces.go: x402 payment nonces already used, so a signed payment is
 //     accepted once, across restarts too.
+//   - signin.go: x402 sign-in: the key that MACs challenge nonces (made
+//     once per database, in secrets) and the nonces spent by signed
+//     proofs, each kept until it expires. Issuing a challenge writes
+//     nothing.
 //
 // The schema is changed only by appending to the numbered migrations in
 // migrate.go; schema_version records which have run. The database runs in

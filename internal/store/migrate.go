@@ -124,6 +124,26 @@ CREATE TABLE signin_nonces (
 ) WITHOUT ROWID;
 CREATE INDEX signin_nonces_expires_at ON signin_nonces (expires_at);
 `,
+	// 10: sign-in nonces are no longer kept when a challenge is issued (a
+	// write anyone could ask for) but made stateless, MACed with a key
+	// every node shares (secrets); only a nonce spent by a proof with a
+	// good signature is written, to refuse it again until it expires. The
+	// issued nonces of 9 are of no use to the new check: dropped.
+	`
+DROP TABLE signin_nonces;
+CREATE TABLE used_signin_nonces (
+	nonce      TEXT    PRIMARY KEY,
+	expires_at INTEGER NOT NULL,
+	used_at    INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX used_signin_nonces_expires_at ON used_signin_nonces (expires_at);
+
+CREATE TABLE secrets (
+	name       TEXT    PRIMARY KEY,
+	value      BLOB    NOT NULL,
+	created_at INTEGER NOT NULL
+);
+`,
 }
 
 var pgMigrations = []string{
@@ -225,6 +245,22 @@ CREATE TABLE signin_nonces (
 	used_at    BIGINT
 );
 CREATE INDEX signin_nonces_expires_at ON signin_nonces (expires_at);
+`,
+	// 6: SQLite's 10.
+	`
+DROP TABLE signin_nonces;
+CREATE TABLE used_signin_nonces (
+	nonce      TEXT   PRIMARY KEY,
+	expires_at BIGINT NOT NULL,
+	used_at    BIGINT NOT NULL
+);
+CREATE INDEX used_signin_nonces_expires_at ON used_signin_nonces (expires_at);
+
+CREATE TABLE secrets (
+	name       TEXT   PRIMARY KEY,
+	value      BYTEA  NOT NULL,
+	created_at BIGINT NOT NULL
+);
 `,
 }
 

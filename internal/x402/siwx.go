@@ -1,9 +1,8 @@
 package x402
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,17 +24,23 @@ import (
 // accepts a sign-in instead of a payment.
 //
 //	client                          SignIn.Wrap                       store
-//	  |-- GET (no SIGN-IN-WITH-X) ---->| nonce: 16 random bytes          |
-//	  |                                |-- IssueSignInNonce (expiry) --->|
+//	  |-- GET (no SIGN-IN-WITH-X) ---->| nonce: random, expiry, MAC      |
+//	  |                                |   (nothing stored)              |
 //	  |<-- 402 PAYMENT-REQUIRED -------| accepts [], extensions          |
 //	  |    (info, supportedChains)     |   "sign-in-with-x"              |
-//	  |-- GET SIGN-IN-WITH-X: proof -->| fields, times, signature        |
+//	  |-- GET SIGN-IN-WITH-X: proof -->| nonce's MAC and expiry, then    |
+//	  |                                | fields, times, signature        |
 //	  |                                |-- UseSignInNonce (once) ------->|
 //	  |<-- the signed-in address's ----| next, as that address           |
 //	  |    answer                      |                                 |
 //
-// A refused proof is a 401 sign_in_rejected whose message starts with one
-// of the SignInReason* codes; the caller asks for a new challenge.
+// A challenge writes nothing (siwx_nonce.go): the nonce carries its own
+// expiry under a MAC with a key every node shares, so that a caller
+// without credentials cannot make the server write. The one write is a
+// used nonce's row, made once a proof's signature holds, kept until the
+// nonce expires. A refused proof is a 401 sign_in_rejected whose message
+// starts with one of the SignInReason* codes; the caller asks for a new
+// challenge.
 //
 // EVM addresses sign EIP-4361 (SIWE) text with personal_sign (EIP-191),
 // verified by secp256k1 recovery; Solana addresses sign the same text
@@ -63,7 +68,7 @@ const (
 	SignInReasonNotYetValid    = "sign_in_not_yet_valid" // issuedAt or notBefore in the future
 	SignInReasonSignature      = "sign_in_invalid_signature"
 	SignInReasonNonceUsed      = "sign_in_nonce_used"    // a replay
-	SignInReasonNonceUnknown   = "sign_in_nonce_unknown" // not issued here, or long expired
+	SignInReasonNonceUnknown   = "sign_in_nonce_unknown" // not issued here (a bad MAC, another form)
 	SignInReasonUnsupportedSig = "sign_in_unsupported_signature_scheme"
 )
 
@@ -135,27 +140,22 @@ func signatureType(network string) (string, error) {
 	return "", fmt.Errorf("network %q is neither eip155:* nor solana:*", network)
 }
 
-// Outcomes of SignInNonceStore.UseSignInNonce (the strings internal/store
-// returns).
-const (
-	SignInNonceFresh   = "fresh"
-	SignInNonceUsed    = "used"
-	SignInNonceExpired = "expired"
-	SignInNonceUnknown = "unknown"
-)
-
-// SignInNonceStore keeps the nonces of sign-in challenges; internal/store
-// implements it on SQLite and Postgres. UseSignInNonce must be atomic: of
-// concurrent uses of one issued, unexpired nonce, exactly one is fresh.
+// SignInNonceStore keeps the spent nonces of sign-in challenges, each
+// until it expires; internal/store implements it on SQLite and Postgres.
+// UseSignInNonce must be atomic: of concurrent uses of one nonce, on any
+// node, exactly one is fresh.
 type SignInNonceStore interface {
-	IssueSignInNonce(ctx context.Context, nonce string, issued, expires time.Time) error
-	UseSignInNonce(ctx context.Context, nonce string, now time.Time) (string, error)
+	UseSignInNonce(ctx context.Context, nonce string, expires, now time.Time) (fresh bool, err error)
 }
 
 // SignInDeps are what SignIn needs from the rest of boxer.
 type SignInDeps struct {
 	// Nonces is required.
 	Nonces SignInNonceStore
+	// Key MACs the challenges' nonces: at least SignInKeyMin random bytes,
+	// the same on every node sharing Nonces (store.SignInKey), a secret.
+	// Required.
+	Key []byte
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 	// Now defaults to time.Now.
@@ -168,6 +168,7 @@ type SignIn struct {
 	cfg    SignInConfig
 	chains []SupportedChain
 	nonces SignInNonceStore
+	key    []byte
 	log    *slog.Logger
 	now    func() time.Time
 }
@@ -180,7 +181,10 @@ func NewSignIn(cfg SignInConfig, deps SignInDeps) (*SignIn, error) {
 	if deps.Nonces == nil {
 		return nil, errors.New("sign-in: needs a nonce store")
 	}
-	s := &SignIn{cfg: cfg, nonces: deps.Nonces, log: deps.Logger, now: deps.Now}
+	if len(deps.Key) < SignInKeyMin {
+		return nil, fmt.Errorf("sign-in: the nonce key has %d bytes, want %d or more", len(deps.Key), SignInKeyMin)
+	}
+	s := &SignIn{cfg: cfg, nonces: deps.Nonces, key: bytes.Clone(deps.Key), log: deps.Logger, now: deps.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -263,18 +267,12 @@ type signInRequired struct {
 	Extensions  map[string]SignInExtension `json:"extensions"`
 }
 
-// challenge issues a nonce and answers 402 with what to sign.
+// challenge answers 402 with what to sign. It stores nothing: the nonce
+// vouches for itself (siwx_nonce.go).
 func (s *SignIn) challenge(w http.ResponseWriter, r *http.Request, fail ErrorWriter) {
-	var raw [16]byte
-	_, _ = rand.Read(raw[:])
-	nonce := hex.EncodeToString(raw[:])
-	now := s.now().UTC()
+	now := s.now().UTC().Truncate(time.Millisecond)
 	expires := now.Add(s.cfg.TTL)
-	if err := s.nonces.IssueSignInNonce(r.Context(), nonce, now, expires); err != nil {
-		s.log.Error("x402: issue sign-in nonce", "err", err)
-		fail(w, r, boxer.Errorf(boxer.ECodeInternal, "internal error; could not issue a sign-in challenge"))
-		return
-	}
+	nonce := newSignInNonce(s.key, expires)
 	uri := resourceURL(s.cfg.PublicURL, r, r.URL.EscapedPath())
 	ext := SignInExtension{
 		Info: SignInInfo{
@@ -376,6 +374,13 @@ func (s *SignIn) check(r *http.Request, header string) (string, *boxer.Error) {
 		return "", rejectSignIn(SignInReasonMalformed, "SIGN-IN-WITH-X: %v", err)
 	}
 	now := s.now()
+	// The nonce first: it is the cheapest check, and the one that keeps
+	// everything after it (the signature's curve arithmetic, the store's
+	// write) to challenges this server issued and that are still open.
+	expires, e := s.checkNonce(p.Nonce, now)
+	if e != nil {
+		return "", e
+	}
 	if e := s.checkFields(r, p, now); e != nil {
 		return "", e
 	}
@@ -384,24 +389,38 @@ func (s *SignIn) check(r *http.Request, header string) (string, *boxer.Error) {
 		return "", e
 	}
 	// Spent only once the signature holds, so that no one but the signer
-	// can use up a challenge.
-	outcome, err := s.nonces.UseSignInNonce(r.Context(), p.Nonce, now)
+	// can use up a challenge, and no one without a key can make a write.
+	fresh, err := s.nonces.UseSignInNonce(r.Context(), p.Nonce, expires, now)
 	if err != nil {
 		s.log.Error("x402: use sign-in nonce", "err", err)
 		return "", boxer.Errorf(boxer.ECodeInternal, "internal error; could not check the sign-in nonce")
 	}
-	switch outcome {
-	case SignInNonceFresh:
-		return addr, nil
-	case SignInNonceUsed:
+	if !fresh {
 		return "", rejectSignIn(SignInReasonNonceUsed, "this sign-in was already used; ask for a new challenge")
-	case SignInNonceExpired:
-		return "", rejectSignIn(SignInReasonExpired, "the challenge expired; ask for a new one")
 	}
-	return "", rejectSignIn(SignInReasonNonceUnknown, "the nonce was not issued by this server, or expired long ago; ask for a new challenge")
+	return addr, nil
 }
 
-// checkFields checks everything but the signature and the nonce's use.
+// checkNonce checks that nonce is one this server (any node sharing the
+// key) issued and that it is open at now, returning its expiry. A nonce
+// whose expiry is further off than a challenge's life is refused as not
+// issued here: no node makes one (but for a clock ahead by more than the
+// skew), and a store row kept that long would outlive the challenge.
+func (s *SignIn) checkNonce(nonce string, now time.Time) (time.Time, *boxer.Error) {
+	expires, ok := openSignInNonce(s.key, nonce)
+	switch {
+	case !ok:
+		return time.Time{}, rejectSignIn(SignInReasonNonceUnknown, "the nonce was not issued by this server; ask for a new challenge")
+	case !now.Before(expires):
+		return time.Time{}, rejectSignIn(SignInReasonExpired, "the challenge expired; ask for a new one")
+	case expires.After(now.Add(s.cfg.TTL + s.cfg.Skew)):
+		return time.Time{}, rejectSignIn(SignInReasonNonceUnknown, "the nonce expires %s, later than any challenge this server issues; ask for a new one", isoMillis(expires))
+	}
+	return expires, nil
+}
+
+// checkFields checks everything but the nonce, the signature and the
+// nonce's use.
 func (s *SignIn) checkFields(r *http.Request, p *SignInProof, now time.Time) *boxer.Error {
 	origin := s.origin(r)
 	if p.Domain != origin.Host {
@@ -426,9 +445,6 @@ func (s *SignIn) checkFields(r *http.Request, p *SignInProof, now time.Time) *bo
 	}
 	if p.Statement == nil || *p.Statement != s.cfg.Statement {
 		return rejectSignIn(SignInReasonStatement, "the statement is not the one this server asks to sign")
-	}
-	if len(p.Nonce) != 32 || strings.Trim(p.Nonce, "0123456789abcdef") != "" {
-		return rejectSignIn(SignInReasonNonceUnknown, "nonce %q is not one this server issues (32 lowercase hex digits)", p.Nonce)
 	}
 	issued, err := time.Parse(time.RFC3339Nano, p.IssuedAt)
 	if err != nil {

@@ -88,48 +88,39 @@ func TestSignInMessageOptionalLines(t *testing.T) {
 
 func bytesOf(b byte, n int) []byte { return []byte(strings.Repeat(string([]byte{b}), n)) }
 
-// memorySignInNonces is a SignInNonceStore for tests.
+// memorySignInNonces is a SignInNonceStore for tests that counts its
+// writes: every call is one.
 type memorySignInNonces struct {
-	mu      sync.Mutex
-	expires map[string]time.Time
-	used    map[string]bool
+	mu     sync.Mutex
+	used   map[string]time.Time
+	writes int
 }
 
 func newMemorySignInNonces() *memorySignInNonces {
-	return &memorySignInNonces{expires: map[string]time.Time{}, used: map[string]bool{}}
+	return &memorySignInNonces{used: map[string]time.Time{}}
 }
 
-func (m *memorySignInNonces) IssueSignInNonce(_ context.Context, nonce string, _, expires time.Time) error {
+func (m *memorySignInNonces) UseSignInNonce(_ context.Context, nonce string, expires, _ time.Time) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.expires[nonce] = expires
-	return nil
+	m.writes++
+	if _, ok := m.used[nonce]; ok {
+		return false, nil
+	}
+	m.used[nonce] = expires
+	return true, nil
 }
 
-func (m *memorySignInNonces) UseSignInNonce(_ context.Context, nonce string, now time.Time) (string, error) {
+func (m *memorySignInNonces) count() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	exp, ok := m.expires[nonce]
-	switch {
-	case !ok:
-		return SignInNonceUnknown, nil
-	case m.used[nonce]:
-		return SignInNonceUsed, nil
-	case !now.Before(exp):
-		return SignInNonceExpired, nil
-	}
-	m.used[nonce] = true
-	return SignInNonceFresh, nil
+	return m.writes
 }
 
-// The outcome strings are the store's.
-func TestSignInNonceOutcomesAreTheStores(t *testing.T) {
-	if SignInNonceFresh != store.SignInNonceFresh || SignInNonceUsed != store.SignInNonceUsed ||
-		SignInNonceExpired != store.SignInNonceExpired || SignInNonceUnknown != store.SignInNonceUnknown {
-		t.Fatal("x402's sign-in nonce outcomes differ from internal/store's")
-	}
-	var _ SignInNonceStore = (*store.Store)(nil)
-}
+var _ SignInNonceStore = (*store.Store)(nil)
+
+// testSignInKey is the nonce key of the tests' SignIns.
+var testSignInKey = bytesOf(0x5a, 32)
 
 // siwxRig is a SignIn in front of a handler that reports who signed in.
 type siwxRig struct {
@@ -146,10 +137,16 @@ const siwxHost = "boxer.test:8080"
 func newSiwxRig(t *testing.T) *siwxRig {
 	rg := &siwxRig{t: t, now: testNow, nonces: newMemorySignInNonces()}
 	si, err := NewSignIn(SignInConfig{Networks: []string{DefaultNetwork, testSolanaDevnet}},
-		SignInDeps{Nonces: rg.nonces, Now: func() time.Time { return rg.now }})
+		SignInDeps{Nonces: rg.nonces, Key: testSignInKey, Now: func() time.Time { return rg.now }})
 	if err != nil {
 		t.Fatal(err)
 	}
+	rg.wrap(si)
+	return rg
+}
+
+// wrap puts si in front of the rig's handler.
+func (rg *siwxRig) wrap(si *SignIn) {
 	rg.si = si
 	rg.h = si.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rg.seen = append(rg.seen, SignedInAs(r))
@@ -158,7 +155,6 @@ func newSiwxRig(t *testing.T) *siwxRig {
 		w.WriteHeader(http.StatusUnauthorized)
 		_ = json.NewEncoder(w).Encode(e)
 	})
-	return rg
 }
 
 func (rg *siwxRig) do(header string) *httptest.ResponseRecorder {
@@ -202,7 +198,7 @@ func (rg *siwxRig) challenge() SignInInfo {
 	uri := "http://" + siwxHost + "/v1/jobs/j1"
 	if info.Domain != siwxHost || info.URI != uri || info.Version != "1" || info.Statement != DefaultSignInStatement ||
 		info.IssuedAt != isoMillis(rg.now) || info.ExpirationTime != isoMillis(rg.now.Add(5*time.Minute)) ||
-		len(info.Resources) != 1 || info.Resources[0] != uri || len(info.Nonce) != 32 {
+		len(info.Resources) != 1 || info.Resources[0] != uri || len(info.Nonce) != 80 {
 		t.Fatalf("challenge info: %+v", info)
 	}
 	if len(ext.SupportedChains) != 2 || ext.SupportedChains[0] != (SupportedChain{ChainID: DefaultNetwork, Type: "eip191"}) ||
@@ -396,6 +392,38 @@ func TestSignInRejections(t *testing.T) {
 			p.Nonce = strings.ToUpper(i.Nonce)
 			return encodeProof(t, signEVM(w.key, p))
 		}, SignInReasonNonceUnknown},
+		{"a nonce with its MAC changed", func(_ *siwxRig, i SignInInfo) string {
+			p := evm(i)
+			p.Nonce = flipHexDigit(i.Nonce, len(i.Nonce)-1)
+			return encodeProof(t, signEVM(w.key, p))
+		}, SignInReasonNonceUnknown},
+		{"a nonce with its expiry moved", func(_ *siwxRig, i SignInInfo) string {
+			p := evm(i)
+			p.Nonce = flipHexDigit(i.Nonce, 2*(signInNonceRandom+6)) // a digit of the expiry, the MAC kept
+			return encodeProof(t, signEVM(w.key, p))
+		}, SignInReasonNonceUnknown},
+		{"a nonce with its random part changed", func(_ *siwxRig, i SignInInfo) string {
+			p := evm(i)
+			p.Nonce = flipHexDigit(i.Nonce, 0)
+			return encodeProof(t, signEVM(w.key, p))
+		}, SignInReasonNonceUnknown},
+		{"a nonce made with another key", func(rg *siwxRig, i SignInInfo) string {
+			p := evm(i)
+			p.Nonce = newSignInNonce(bytesOf(0x5b, 32), rg.now.Add(time.Minute))
+			return encodeProof(t, signEVM(w.key, p))
+		}, SignInReasonNonceUnknown},
+		{"a nonce expiring later than any challenge", func(rg *siwxRig, i SignInInfo) string {
+			// As one minted with a leaked key would: its row would
+			// outlive every challenge.
+			p := evm(i)
+			p.Nonce = newSignInNonce(testSignInKey, rg.now.Add(5*time.Minute+5*time.Second+time.Millisecond))
+			return encodeProof(t, signEVM(w.key, p))
+		}, SignInReasonNonceUnknown},
+		{"a nonce of this key that expired", func(rg *siwxRig, i SignInInfo) string {
+			p := evm(i)
+			p.Nonce = newSignInNonce(testSignInKey, rg.now)
+			return encodeProof(t, signEVM(w.key, p))
+		}, SignInReasonExpired},
 		{"another address claimed", func(_ *siwxRig, i SignInInfo) string {
 			p := evm(i)
 			signEVM(w.key, p)
@@ -470,6 +498,9 @@ func TestSignInRejections(t *testing.T) {
 			if len(rg.seen) != 0 {
 				t.Fatalf("reached the handler as %q", rg.seen)
 			}
+			if n := rg.nonces.count(); n != 0 {
+				t.Fatalf("a refused proof wrote to the nonce store (%d writes)", n)
+			}
 			// The refused proof did not spend the nonce.
 			good := encodeProof(t, signEVM(w.key, evm(info)))
 			if got := rg.do(good); got.Code != http.StatusOK {
@@ -505,8 +536,13 @@ func TestSignInConfigValidate(t *testing.T) {
 			t.Errorf("Validate(%+v) accepted", bad)
 		}
 	}
-	if _, err := NewSignIn(SignInConfig{Networks: []string{DefaultNetwork}}, SignInDeps{}); err == nil {
+	if _, err := NewSignIn(SignInConfig{Networks: []string{DefaultNetwork}}, SignInDeps{Key: testSignInKey}); err == nil {
 		t.Error("NewSignIn without a nonce store accepted")
+	}
+	for _, key := range [][]byte{nil, bytesOf(1, SignInKeyMin-1)} {
+		if _, err := NewSignIn(SignInConfig{Networks: []string{DefaultNetwork}}, SignInDeps{Nonces: newMemorySignInNonces(), Key: key}); err == nil {
+			t.Errorf("NewSignIn with a %d-byte key accepted", len(key))
+		}
 	}
 }
 
@@ -514,7 +550,7 @@ func TestSignInConfigValidate(t *testing.T) {
 func TestSignInPublicURL(t *testing.T) {
 	nonces := newMemorySignInNonces()
 	si, err := NewSignIn(SignInConfig{Networks: []string{DefaultNetwork}, PublicURL: "https://boxer.example/"},
-		SignInDeps{Nonces: nonces, Now: func() time.Time { return testNow }})
+		SignInDeps{Nonces: nonces, Key: testSignInKey, Now: func() time.Time { return testNow }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,8 @@ export async function siwxTests({ test, eq, assert, server, payingFetch, token, 
     const pr = decodePaymentRequiredHeader(r.headers.get('PAYMENT-REQUIRED'));
     eq(pr.accepts.length, 0, 'accepts (nothing to pay)');
     assert(pr.extensions?.[SIGN_IN_WITH_X]?.info?.nonce, `no sign-in-with-x challenge: ${JSON.stringify(pr)}`);
+    // EIP-4361's nonce: 8 or more letters and digits.
+    assert(/^[A-Za-z0-9]{8,}$/.test(pr.extensions[SIGN_IN_WITH_X].info.nonce), `nonce ${pr.extensions[SIGN_IN_WITH_X].info.nonce}`);
     return pr;
   };
   // The official client's proof for url's challenge, as signer.
@@ -96,6 +98,20 @@ export async function siwxTests({ test, eq, assert, server, payingFetch, token, 
     eq(body.error?.code, 'sign_in_rejected', 'code');
     assert(body.error?.message?.startsWith('sign_in_nonce_used: '), `message ${body.error?.message}`);
     await same(before, 'replayed proof');
+  });
+
+  await test('sign-in: a challenge with its nonce altered, signed by the payer, is refused as not issued (sign_in_nonce_unknown)', async () => {
+    const pr = await challenge(jobUrl);
+    const info = pr.extensions[SIGN_IN_WITH_X].info;
+    const last = info.nonce.at(-1);
+    info.nonce = info.nonce.slice(0, -1) + (last === '0' ? '1' : '0');
+    const out = await createSIWxClientHook(payer)({ paymentRequired: pr, requestUrl: jobUrl });
+    assert(out?.headers?.[SIGN_IN_WITH_X], 'the official client made no proof');
+    const r = await fetch(jobUrl, { headers: { [SIGN_IN_WITH_X]: out.headers[SIGN_IN_WITH_X] } });
+    const body = await r.json();
+    eq(r.status, 401, 'status');
+    eq(body.error?.code, 'sign_in_rejected', 'code');
+    assert(body.error?.message?.startsWith('sign_in_nonce_unknown: '), `message ${body.error?.message}`);
   });
 
   await test('sign-in: a tampered proof (another address claimed) is refused', async () => {
