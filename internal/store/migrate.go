@@ -113,24 +113,11 @@ CREATE TABLE nodes (
 ALTER TABLE sessions ADD COLUMN quota TEXT NOT NULL DEFAULT '';
 CREATE INDEX sessions_open_quota ON sessions (quota) WHERE ended_at IS NULL;
 `,
-	// 9: the nonces of x402 sign-in (SIWx) challenges, issued by any node
-	// and each accepted once, by any node, until it expires.
+	// 9: x402 sign-in (SIWx). A challenge's nonce is stateless, MACed
+	// with a key every node shares (secrets), so issuing one writes
+	// nothing anyone could ask for; a nonce spent by a proof with a good
+	// signature is kept, to refuse it again until it expires.
 	`
-CREATE TABLE signin_nonces (
-	nonce      TEXT    PRIMARY KEY,
-	issued_at  INTEGER NOT NULL,
-	expires_at INTEGER NOT NULL,
-	used_at    INTEGER
-) WITHOUT ROWID;
-CREATE INDEX signin_nonces_expires_at ON signin_nonces (expires_at);
-`,
-	// 10: sign-in nonces are no longer kept when a challenge is issued (a
-	// write anyone could ask for) but made stateless, MACed with a key
-	// every node shares (secrets); only a nonce spent by a proof with a
-	// good signature is written, to refuse it again until it expires. The
-	// issued nonces of 9 are of no use to the new check: dropped.
-	`
-DROP TABLE signin_nonces;
 CREATE TABLE used_signin_nonces (
 	nonce      TEXT    PRIMARY KEY,
 	expires_at INTEGER NOT NULL,
@@ -238,17 +225,6 @@ CREATE TABLE key_minutes (
 `,
 	// 5: SQLite's 9.
 	`
-CREATE TABLE signin_nonces (
-	nonce      TEXT   PRIMARY KEY,
-	issued_at  BIGINT NOT NULL,
-	expires_at BIGINT NOT NULL,
-	used_at    BIGINT
-);
-CREATE INDEX signin_nonces_expires_at ON signin_nonces (expires_at);
-`,
-	// 6: SQLite's 10.
-	`
-DROP TABLE signin_nonces;
 CREATE TABLE used_signin_nonces (
 	nonce      TEXT   PRIMARY KEY,
 	expires_at BIGINT NOT NULL,

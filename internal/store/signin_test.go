@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -184,54 +183,4 @@ func TestSignInKeyRefusesShortKey(t *testing.T) {
 	if k, err := s.SignInKey(ctx); err == nil {
 		t.Fatalf("SignInKey = %x, want an error for a 5-byte key", k)
 	}
-}
-
-// A database made before sign-in nonces went stateless upgrades: the
-// issued nonces' table goes, the used nonces' and the secrets' come.
-func TestSignInNoncesMigrationUpgrades(t *testing.T) {
-	eachStore(t, func(t *testing.T, db testDB) {
-		// The schema just before the change, whatever its number.
-		before := func(ms []string) []string {
-			for i, m := range ms {
-				if strings.Contains(m, "DROP TABLE signin_nonces") {
-					return ms[:i]
-				}
-			}
-			t.Fatal("no migration drops signin_nonces")
-			return nil
-		}
-		all, allPG := migrations, pgMigrations
-		migrations, pgMigrations = before(all), before(allPG)
-		restored := false
-		restore := func() {
-			if !restored {
-				migrations, pgMigrations, restored = all, allPG, true
-			}
-		}
-		t.Cleanup(restore)
-
-		c := newClock()
-		ctx := context.Background()
-		old, dsn := db.openTemp(t, c)
-		if _, err := old.c().exec(ctx, `INSERT INTO signin_nonces (nonce, issued_at, expires_at) VALUES ('0123456789abcdef0123456789abcdef', 0, 1)`); err != nil {
-			t.Fatal(err)
-		}
-		old.Close()
-		restore()
-
-		s := reopen(t, dsn, c)
-		if v, err := s.SchemaVersion(ctx); err != nil || v != len(migrationsOf(s.dialect)) {
-			t.Fatalf("schema version %d, %v; want %d", v, err, len(migrationsOf(s.dialect)))
-		}
-		var n int
-		if err := s.c().queryRow(ctx, `SELECT COUNT(*) FROM signin_nonces`).Scan(&n); err == nil {
-			t.Fatal("signin_nonces is still there")
-		}
-		if fresh, err := s.UseSignInNonce(ctx, "n", c.Now().Add(time.Minute), c.Now()); err != nil || !fresh {
-			t.Fatalf("UseSignInNonce after the upgrade: %v, %v", fresh, err)
-		}
-		if _, err := s.SignInKey(ctx); err != nil {
-			t.Fatalf("SignInKey after the upgrade: %v", err)
-		}
-	})
 }
