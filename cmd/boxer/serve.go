@@ -151,7 +151,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.str(&c.PriceExec, "x402-price-exec", "BOXER_X402_PRICE_EXEC", "0.02", "USD per /v1/exec call")
 	ef.str(&c.PriceRun, "x402-price-run-python", "BOXER_X402_PRICE_RUN_PYTHON", "0.01", "USD per /v1/run-python call")
 	ef.str(&c.PriceSession, "x402-price-session", "BOXER_X402_PRICE_SESSION", "0.01", "USD per session started (POST /v1/sessions) or forked (POST /v1/sessions/{id}/fork)")
-	ef.list(&c.SignInNetworks, "x402-sign-in-networks", "BOXER_X402_SIGN_IN_NETWORKS", "", "CAIP-2 chains (eip155:<id>, solana:<genesis hash>) a payer may sign in with (x402 sign-in-with-x) to fetch its jobs and reach its sessions without paying again, comma-separated; default: --x402-network")
+	ef.list(&c.SignInNetworks, "x402-sign-in-networks", "BOXER_X402_SIGN_IN_NETWORKS", "", "CAIP-2 chains (eip155:<id>, solana:<genesis hash>) a payer may sign in with (x402 sign-in-with-x) to fetch its jobs and reach its sessions without paying again, comma-separated; default: the payment networks. Sign-in needs --x402-public-url")
 	ef.str(&c.PriceCell, "x402-price-session-exec", "BOXER_X402_PRICE_SESSION_EXEC", "0.005", "USD per cell run in a session (POST /v1/sessions/{id}/exec)")
 
 	ef.str(&c.WebhookSecret, "webhook-secret", "BOXER_WEBHOOK_SECRET", "", "secret (16 bytes or more) that signs the webhooks of async runs (X-Boxer-Signature); none: webhook_url is refused")
@@ -555,10 +555,22 @@ func (m *Main) Close() error {
 
 // signInHook is the payer's way back to what it paid for (x402
 // sign-in-with-x): a signed-in address is the request's payer.
+//
+// It is off without --x402-public-url: a proof names the origin it signs
+// in to, and without one boxer would take the request's Host for its own,
+// which the caller picks. A phishing site could then have its visitors sign
+// in to it, as the wallet shows, and relay the proofs here.
 func signInHook(ctx context.Context, c *serveConfig, m *Main) (func(string, http.Handler, api.ErrorWriter) http.Handler, error) {
+	if c.Payments.PublicURL == "" {
+		m.log.Warn("x402 sign-in is off: it needs --x402-public-url (BOXER_X402_PUBLIC_URL), the origin payers sign in to; payers' jobs are not served by GET")
+		return nil, nil
+	}
 	networks := c.SignInNetworks
 	if len(networks) == 0 {
 		networks = []string{c.Payments.Network}
+		if c.Payments.Solana.PayTo != "" {
+			networks = append(networks, c.Payments.Solana.Network)
+		}
 	}
 	// The key that MACs sign-in nonces is the database's, so that every
 	// node sharing it accepts the others' challenges. Never logged.

@@ -31,7 +31,7 @@ if [ -z "$server_cmd" ]; then
 	(cd "$root" && timeout 300 go build -o "$tmp/boxer" ./cmd/boxer)
 	state="/run/boxer-x402e2e-$$"
 	trap 'rm -rf "$tmp" "$state"' EXIT
-	server_cmd="exec $tmp/boxer serve --addr {addr} --payments x402 --x402-pay-to {payTo} --x402-facilitator-url {facilitator} --x402-network {network} --x402-asset {asset} --x402-solana-pay-to {solanaPayTo} --state-dir $state --data-dir $tmp/data --pool-preimport ''"
+	server_cmd="exec $tmp/boxer serve --addr {addr} --x402-public-url http://{addr} --payments x402 --x402-pay-to {payTo} --x402-facilitator-url {facilitator} --x402-network {network} --x402-asset {asset} --x402-solana-pay-to {solanaPayTo} --state-dir $state --data-dir $tmp/data --pool-preimport ''"
 fi
 
 timeout 300 node harness.mjs --server-cmd "$server_cmd" --timeout-ms 240000

@@ -19,6 +19,7 @@ export async function startServer(template, { facilitatorUrl, payTo, network, as
     BOXER_X402_NETWORK: network,
     BOXER_X402_ASSET: asset,
     BOXER_X402_SOLANA_PAY_TO: solanaPayTo,
+    BOXER_X402_PUBLIC_URL: `http://${addr}`, // sign-in needs it
   };
   const proc = startProcess('server', 'sh', ['-c', cmd], { env, cwd });
   const url = `http://${addr}`;
