@@ -340,6 +340,7 @@ func (m *Main) Run(ctx context.Context) error {
 		deps.Payment = func(route string, next http.Handler, fail api.ErrorWriter) http.Handler {
 			return payments.Wrap(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				api.SetPayer(r, x402.PayerOf(r))
+				api.SetSettlement(r, func(f func(bool)) { x402.AfterSettlement(r, f) })
 				next.ServeHTTP(w, r)
 			}), fail)
 		}

@@ -122,8 +122,14 @@ func (s *Server) handleRunPython(w http.ResponseWriter, r *http.Request) {
 			s.startAsync(w, r, req, jobID, key, f)
 			return
 		}
-		defer s.inflight.leave(key, f)
-		resp, answered, e := s.runKept(r, req, jobID, key, f)
+		heldForPayment := false // then the payment's outcome ends the flight
+		defer func() {
+			if !heldForPayment {
+				s.inflight.leave(key, f) // panics included
+			}
+		}()
+		resp, answered, held, e := s.runKept(r, req, jobID, key, f)
+		heldForPayment = held
 		if e != nil {
 			s.writeError(w, r, e)
 			return
@@ -250,7 +256,13 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, jobID, key, hash 
 // is async: its caller is not there to retry, and learns of the error from
 // GET /v1/jobs, where it is kept. The caller must call answered once the
 // response is written.
-func (s *Server) runKept(r *http.Request, req *runRequest, jobID, key string, f *flight) (resp []byte, answered func(), _ *boxer.Error) {
+//
+// A paid run's response is kept only once its payment settles, and the
+// job's flight lasts until then (heldForPayment: the caller must not end
+// it): a payment that never settles leaves nothing a payer could fetch
+// without paying (GET /v1/jobs serves a signed-in payer its jobs), and
+// frees the job_id for a paid retry.
+func (s *Server) runKept(r *http.Request, req *runRequest, jobID, key string, f *flight) (resp []byte, answered func(), heldForPayment bool, _ *boxer.Error) {
 	// Unless the result is stored, the claim is dropped on the way out,
 	// panics included, so that a retry can run.
 	stored := false
@@ -267,12 +279,12 @@ func (s *Server) runKept(r *http.Request, req *runRequest, jobID, key string, f 
 				stored = s.keep(r, jobID, key, httpStatus(e.Code), body)
 			}
 		}
-		return nil, nil, e
+		return nil, nil, false, e
 	}
 	resp, err := marshal(NewRunResponse(jobID, res))
 	if err != nil {
 		answered()
-		return nil, nil, s.internalErrorOf(r, "encode response", err)
+		return nil, nil, false, s.internalErrorOf(r, "encode response", err)
 	}
 	// The run happened; store its response even if the client has gone,
 	// so that its retry gets this result instead of a second run. One too
@@ -283,12 +295,21 @@ func (s *Server) runKept(r *http.Request, req *runRequest, jobID, key string, f 
 			jobID, len(resp), s.cfg.MaxKeptResultBytes)
 		if kept, err = marshal(errorBody{Error: e}); err != nil {
 			answered()
-			return nil, nil, s.internalErrorOf(r, "encode response", err)
+			return nil, nil, false, s.internalErrorOf(r, "encode response", err)
 		}
 		status = httpStatus(e.Code)
 	}
+	if !req.Async && afterPayment(r, func(paid bool) {
+		if !paid || !s.keep(r, jobID, key, status, kept) {
+			s.releaseJob(r, key)
+		}
+		s.inflight.leave(key, f)
+	}) {
+		stored = true // or released, once paid or not
+		return resp, answered, true, nil
+	}
 	stored = s.keep(r, jobID, key, status, kept)
-	return resp, answered, nil
+	return resp, answered, false, nil
 }
 
 // keep stores a job's answer; false if the store failed (logged).
@@ -310,9 +331,30 @@ func (s *Server) keep(r *http.Request, jobID, key string, status int, body []byt
 // run's is, and so is an error that stopped it (busy, shutting down): GET
 // /v1/jobs/{job_id} shows queued, running, then that answer. The call is
 // recorded once it is done, with its outcome.
+//
+// A paid job starts only once its payment settles (the 202 is what is
+// paid for): one that does not settle runs nothing, keeps nothing and
+// calls no webhook, and its job_id is free again.
 func (s *Server) startAsync(w http.ResponseWriter, r *http.Request, req *runRequest, jobID, key string, f *flight) {
 	st := stateOf(r)
 	st.deferred = true
+	if !afterPayment(r, func(paid bool) {
+		if paid {
+			s.launchAsync(r, req, jobID, key, f)
+			return
+		}
+		s.releaseJob(r, key)
+		s.inflight.leave(key, f)
+		st.deferred = false // the 402 is recorded as any call is
+	}) {
+		s.launchAsync(r, req, jobID, key, f)
+	}
+	writeJSON(w, s.log, http.StatusAccepted, runningResponse{JobID: jobID, Status: *f.phase.Load()})
+}
+
+// launchAsync runs startAsync's job in the background.
+func (s *Server) launchAsync(r *http.Request, req *runRequest, jobID, key string, f *flight) {
+	st := stateOf(r)
 	bg := &reqState{id: st.id, route: st.route, payer: st.payer, key: st.key}
 	ctx := context.WithValue(context.WithoutCancel(r.Context()), stateKey{}, bg)
 	ctx, cancel := context.WithCancel(ctx)
@@ -325,7 +367,7 @@ func (s *Server) startAsync(w http.ResponseWriter, r *http.Request, req *runRequ
 		defer stop()
 		defer cancel()
 		start := s.now()
-		resp, answered, e := s.runKept(br, req, jobID, key, f)
+		resp, answered, _, e := s.runKept(br, req, jobID, key, f)
 		status := http.StatusOK
 		if e != nil {
 			bg.outcome, status = e.Code, httpStatus(e.Code)
@@ -340,7 +382,6 @@ func (s *Server) startAsync(w http.ResponseWriter, r *http.Request, req *runRequ
 			s.deps.Webhooks.Deliver(ctx, req.WebhookURL, jobID, resp)
 		}
 	}()
-	writeJSON(w, s.log, http.StatusAccepted, runningResponse{JobID: jobID, Status: *f.phase.Load()})
 }
 
 func (s *Server) releaseJob(r *http.Request, jobID string) {

@@ -28,6 +28,9 @@ type reqState struct {
 	// deferred: the call is recorded by its background run, not here;
 	// forwarded: by the node it was forwarded to (forward.go).
 	deferred, forwarded bool
+	// settlement, set by a payment layer that settles after the handler
+	// returns, has f told whether the payment settled (SetSettlement).
+	settlement func(f func(settled bool))
 }
 
 type stateKey struct{}
@@ -47,6 +50,29 @@ func stateOf(r *http.Request) *reqState {
 // verified a payment.
 func SetPayer(r *http.Request, payer string) {
 	stateOf(r).payer = payer
+}
+
+// SetSettlement tells the handler of a paid request how to learn whether
+// its payment settled: register has f called once with the answer, after
+// the handler returns and before the answer is released. A payment layer
+// that settles after the handler (x402) calls it in front of the handler.
+// What the handler keeps for the payer (a job's result, a session) it keeps
+// for good only once paid; see afterPayment.
+func SetSettlement(r *http.Request, register func(f func(settled bool))) {
+	stateOf(r).settlement = register
+}
+
+// afterPayment has f told whether the request's payment settled, once the
+// payment layer knows; without a payment to settle (a free route, an API
+// key), f is not called and afterPayment reports false, so the caller
+// does at once what paid would do.
+func afterPayment(r *http.Request, f func(paid bool)) bool {
+	reg := stateOf(r).settlement
+	if reg == nil {
+		return false
+	}
+	reg(f)
+	return true
 }
 
 // RequestID returns the request id boxer assigned to r ("" outside a

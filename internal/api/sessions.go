@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -195,15 +196,16 @@ func (s *Server) sessionError(w http.ResponseWriter, r *http.Request, err error)
 func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	m, req, size, ok := sessionCall(s, w, r, s.cfg.MaxRunBodyBytes, decodeSessionCreate)
 	if ok {
-		s.makeSession(w, r, size, func(ctx context.Context) (*session.Info, error) {
+		s.makeSession(w, r, m, size, func(ctx context.Context) (*session.Info, error) {
 			return m.Create(ctx, sessionOwner(r), sessionQuota(r), *req)
 		})
 	}
 }
 
 // makeSession answers a call that makes a session, a start or a fork:
-// make runs in a run slot, and its session is the 201's body.
-func (s *Server) makeSession(w http.ResponseWriter, r *http.Request, size int64, make func(context.Context) (*session.Info, error)) {
+// make runs in a run slot, and its session is the 201's body. A paid
+// session whose payment does not settle is ended (endUnpaid).
+func (s *Server) makeSession(w http.ResponseWriter, r *http.Request, m *session.Manager, size int64, make func(context.Context) (*session.Info, error)) {
 	release, ctx, e := s.admit(r, size)
 	if e != nil {
 		s.writeError(w, r, e)
@@ -216,7 +218,27 @@ func (s *Server) makeSession(w http.ResponseWriter, r *http.Request, size int64,
 		return
 	}
 	stateOf(r).ran = true
+	s.endUnpaid(r, m, info.ID)
 	writeJSON(w, s.log, http.StatusCreated, newSessionInfo(info))
+}
+
+// endUnpaid ends session id if the payment for the call that made it, or
+// ran a cell in it, does not settle: its state would hold work no one paid
+// for, which its files (served to a signed-in payer) could hand out free.
+func (s *Server) endUnpaid(r *http.Request, m *session.Manager, id string) {
+	owner := sessionOwner(r)
+	afterPayment(r, func(paid bool) {
+		if paid {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+		defer cancel()
+		var gone *boxer.Error // not found, or ended already
+		if err := m.End(ctx, owner, id, "its payment did not settle"); err != nil && !errors.As(err, &gone) {
+			s.log.LogAttrs(ctx, slog.LevelError, "end an unpaid session", slog.String("request_id", stateOf(r).id),
+				slog.String("session_id", id), slog.String("error", err.Error()))
+		}
+	})
 }
 
 // sessionCall is how every session route with a body starts: the manager,
@@ -305,6 +327,7 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
 	st := stateOf(r)
 	st.ran, st.outcome = true, string(res.Status)
 	s.metrics.ObserveRun(st.route, res.Status, res.Wall)
+	s.endUnpaid(r, m, r.PathValue("session_id"))
 	writeJSON(w, s.log, http.StatusOK, newSessionExecResponse(res))
 }
 
@@ -348,7 +371,7 @@ func newSessionExecResponse(res *session.ExecResult) SessionExecResponse {
 func (s *Server) handleSessionFork(w http.ResponseWriter, r *http.Request) {
 	m, _, size, ok := sessionCall(s, w, r, s.cfg.MaxExecBodyBytes, decodeSessionFork)
 	if ok {
-		s.makeSession(w, r, size, func(ctx context.Context) (*session.Info, error) {
+		s.makeSession(w, r, m, size, func(ctx context.Context) (*session.Info, error) {
 			return m.Fork(ctx, sessionOwner(r), sessionQuota(r), r.PathValue("session_id"))
 		})
 	}

@@ -617,11 +617,17 @@ func (m *Manager) List(owner string) []Info {
 
 // Delete ends owner's session id.
 func (m *Manager) Delete(ctx context.Context, owner, id string) error {
+	return m.End(ctx, owner, id, "deleted by its owner")
+}
+
+// End ends owner's session id at once, as Delete does, for why: what a
+// later call for it is told (session_ended).
+func (m *Manager) End(ctx context.Context, owner, id, why string) error {
 	e, err := m.get(ctx, owner, id)
 	if err != nil {
 		return err
 	}
-	m.end(e, "deleted by its owner")
+	m.end(e, why)
 	return nil
 }
 

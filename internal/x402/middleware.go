@@ -9,12 +9,54 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"boxer"
 )
 
 type payerKey struct{}
+
+// AfterSettlement has f told, inside a handler that Payments.Wrap guards,
+// whether the request's payment settled: once, after the handler has
+// returned and settlement is decided, before the answer is released. A
+// handler that keeps what it made for the payer (a job's result, a
+// session) keeps it for good only then, or a payment that never settles
+// would leave the payer something to fetch without paying. It reports
+// false, and never calls f, outside such a handler.
+func AfterSettlement(r *http.Request, f func(settled bool)) bool {
+	h, _ := r.Context().Value(settlementKey{}).(*settlementHooks)
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.fs = append(h.fs, f)
+	return true
+}
+
+type settlementKey struct{}
+
+// settlementHooks are one request's AfterSettlement functions; run calls
+// them once, the first time.
+type settlementHooks struct {
+	mu   sync.Mutex
+	fs   []func(bool)
+	done bool
+}
+
+func (h *settlementHooks) run(settled bool) {
+	h.mu.Lock()
+	fs, done := h.fs, h.done
+	h.fs, h.done = nil, true
+	h.mu.Unlock()
+	if done {
+		return
+	}
+	for _, f := range fs {
+		f(settled)
+	}
+}
 
 // PayerOf returns the address of the payer whose verified payment r carries,
 // inside a handler that Payments.Wrap guards; "" elsewhere.
@@ -206,7 +248,10 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 	}
 
 	buf := newBufferedResponse()
-	next.ServeHTTP(buf, r.WithContext(context.WithValue(ctx, payerKey{}, payer)))
+	after := &settlementHooks{}
+	defer after.run(false) // a panic, or any way out below that does not settle
+	hctx := context.WithValue(context.WithValue(ctx, payerKey{}, payer), settlementKey{}, after)
+	next.ServeHTTP(buf, r.WithContext(hctx))
 
 	if !charged(buf.status) {
 		// boxer failed (5xx), was busy (429) or refused the request
@@ -246,6 +291,7 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 	} else {
 		buf.header.Set(HeaderPaymentResponse, enc)
 	}
+	after.run(true) // before the answer goes out: what it names is kept
 	buf.writeTo(w)
 	log.Info("x402: settled", "tx", sr.Transaction)
 	if p.onSettled != nil {

@@ -3,6 +3,7 @@ package x402
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -473,5 +474,62 @@ func TestWrapUnknownRoutePanics(t *testing.T) {
 func TestNewNeedsNonceStore(t *testing.T) {
 	if _, err := New(testConfig(), Deps{}); err == nil {
 		t.Fatal("x402 without a nonce store accepted")
+	}
+}
+
+// A handler learns whether its request's payment settled, once, after it
+// returned and before its answer goes out: true only for a settled one.
+func TestAfterSettlement(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		status     int
+		settleBody string
+		panics     bool
+		want       string
+	}{
+		{name: "settled", status: 200, want: "true"},
+		{name: "settlement refused", status: 200, settleBody: `{"success":false,"errorReason":"insufficient_funds","transaction":"","network":"eip155:8453"}`, want: "false"},
+		{name: "handler failed: not settled", status: 500, want: "false"},
+		{name: "handler panicked", panics: true, want: "false"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fac := newFakeFacilitator()
+			if tt.settleBody != "" {
+				fac.settleBody = tt.settleBody
+			}
+			rg := newRig(t, fac, 200)
+			var got []string
+			var registered bool
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				registered = AfterSettlement(r, func(settled bool) {
+					_, ns := fac.counts()
+					got = append(got, fmt.Sprintf("%v", settled))
+					if settled && ns != 1 {
+						t.Errorf("told settled before settlement (%d settles)", ns)
+					}
+				})
+				if tt.panics {
+					panic("handler bug")
+				}
+				w.WriteHeader(tt.status)
+			})
+			srv := rg.pay.Wrap("/v1/exec", h, testFail)
+			req := httptest.NewRequest(http.MethodPost, "http://boxer.test/v1/exec", strings.NewReader(`{}`))
+			req.Header.Set(HeaderPaymentSignature, paidHeader(t, newWallet(t), rg.offer))
+			func() {
+				defer func() {
+					if p := recover(); (p != nil) != tt.panics {
+						t.Errorf("panic = %v", p)
+					}
+				}()
+				srv.ServeHTTP(httptest.NewRecorder(), req)
+			}()
+			if !registered || strings.Join(got, ",") != tt.want {
+				t.Fatalf("registered %v, told %v; want once, %s", registered, got, tt.want)
+			}
+		})
+	}
+	if AfterSettlement(httptest.NewRequest(http.MethodGet, "/", nil), func(bool) { t.Fatal("called outside a payment") }) {
+		t.Fatal("registered outside a payment")
 	}
 }

@@ -485,7 +485,7 @@ async function main() {
     eq(await token.balanceOf(payTo), before.to, 'payTo balance after a refused cell');
   });
 
-  await siwxTests({ test, eq, assert, server, payingFetch, token, payer, payTo, network: NETWORK, handlerCalls, sessionId, mcp, client });
+  await siwxTests({ test, eq, assert, server, payingFetch, token, payer, payTo, network: NETWORK, handlerCalls, sessionId, mcp, client, fac });
 
   if (await handlerCalls() === null) console.log('# server exposes no run count: run counts were not checked');
 }

@@ -22,7 +22,10 @@ export async function startFacilitator({ chain, rpcUrl }, account, svm) {
   // faults.receiptFailures > 0 makes that many waits for a receipt fail,
   // after the transfer was sent: what a slow chain or RPC does, and what
   // the facilitator answers settlement_pending for.
-  const faults = { receiptFailures: 0 };
+  // faults.settleRefusals > 0 makes that many /settle calls answer a
+  // refusal without touching the chain: what a payment whose funds left
+  // between verify and settle gets.
+  const faults = { receiptFailures: 0, settleRefusals: 0 };
   const waitForReceipt = signer.waitForTransactionReceipt.bind(signer);
   signer.waitForTransactionReceipt = async (args) => {
     if (faults.receiptFailures > 0) {
@@ -55,6 +58,11 @@ export async function startFacilitator({ chain, rpcUrl }, account, svm) {
       const body = JSON.parse(raw);
       const call = { op, body, auth: req.headers.authorization };
       calls.push(call);
+      if (op === 'settle' && faults.settleRefusals > 0) {
+        faults.settleRefusals--;
+        call.result = { success: false, errorReason: 'insufficient_funds', transaction: '', network: body.paymentRequirements?.network };
+        return answer(200, call.result);
+      }
       call.result = await facilitator[op](body.paymentPayload, body.paymentRequirements);
       return answer(200, call.result);
     } catch (e) {

@@ -22,7 +22,7 @@ function solanaSigner() {
   return { publicKey: encodeBase58(raw), signMessage: async (m) => new Uint8Array(sign(null, m, privateKey)) };
 }
 
-export async function siwxTests({ test, eq, assert, server, payingFetch, token, payer, payTo, network, handlerCalls, sessionId, mcp, client }) {
+export async function siwxTests({ test, eq, assert, server, payingFetch, token, payer, payTo, network, handlerCalls, sessionId, mcp, client, fac }) {
   const balances = async () => ({ from: await token.balanceOf(payer.address), to: await token.balanceOf(payTo), calls: await handlerCalls() });
   const same = async (before, what) => {
     const now = await balances();
@@ -77,6 +77,28 @@ export async function siwxTests({ test, eq, assert, server, payingFetch, token, 
     eq(body, paidBody, 'the stored answer, byte for byte');
     assert(!g.headers.get('PAYMENT-RESPONSE'), 'a signed-in GET carries no settlement');
     await same(before, 'signed-in GET');
+  });
+
+  await test('sign-in: a run whose settlement fails is not kept: its payer, signed in, gets 404, and the job_id runs again when paid', async () => {
+    const id = `unsettled-${Date.now()}`;
+    const url = `${server.url}/v1/jobs/${id}`;
+    const post = () => payingFetch(`${server.url}/v1/run-python`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ job_id: id, files: { 'main.py': 'print("unpaid-" + str(6 * 7))' } }) });
+    const before = await balances();
+    fac.faults.settleRefusals = 1;
+    const r = await post();
+    const body = await r.text();
+    eq(r.status, 402, `unsettled run (body ${body.slice(0, 200)})`);
+    assert(!body.includes('unpaid-42'), 'the unsettled run\'s output was released');
+    eq(fac.faults.settleRefusals, 0, 'the facilitator was asked to settle');
+    await same({ ...before, calls: null }, 'unsettled run (not charged)');
+    const g = await fetch(url, { headers: { [SIGN_IN_WITH_X]: await proof(url, payer) } });
+    const got = await g.text();
+    eq(g.status, 404, `signed-in GET of the unsettled job (body ${got.slice(0, 200)})`);
+    const again = await post();
+    eq(again.status, 200, 'paid retry');
+    eq(JSON.parse(await again.text()).stdout, 'unpaid-42\n', 'stdout of the paid retry');
   });
 
   await test('sign-in: one official fetch client that pays where priced signs in by itself here (x402HTTPClient.onPaymentRequired + createSIWxClientHook)', async () => {
