@@ -113,6 +113,25 @@ CREATE TABLE nodes (
 ALTER TABLE sessions ADD COLUMN quota TEXT NOT NULL DEFAULT '';
 CREATE INDEX sessions_open_quota ON sessions (quota) WHERE ended_at IS NULL;
 `,
+	// 9: x402 payment identifiers: one paid answer kept per payer and id,
+	// for the retries that carry the id (see paymentids.go).
+	`
+CREATE TABLE payment_ids (
+	payer       TEXT    NOT NULL,
+	id          TEXT    NOT NULL,
+	fingerprint TEXT    NOT NULL,
+	state       TEXT    NOT NULL CHECK (state IN ('pending', 'done')),
+	status      INTEGER NOT NULL,
+	header      BLOB,
+	body        BLOB,
+	created_at  INTEGER NOT NULL,
+	expires_at  INTEGER NOT NULL,
+	node        TEXT    NOT NULL DEFAULT '',
+	PRIMARY KEY (payer, id),
+	CHECK ((state = 'done') = (body IS NOT NULL))
+);
+CREATE INDEX payment_ids_expires_at ON payment_ids (expires_at);
+`,
 }
 
 var pgMigrations = []string{
@@ -204,6 +223,24 @@ CREATE TABLE key_minutes (
 	calls  BIGINT NOT NULL,
 	PRIMARY KEY (key_id, minute)
 );
+`,
+	// 5: SQLite's 9.
+	`
+CREATE TABLE payment_ids (
+	payer       TEXT    NOT NULL,
+	id          TEXT    NOT NULL,
+	fingerprint TEXT    NOT NULL,
+	state       TEXT    NOT NULL CHECK (state IN ('pending', 'done')),
+	status      INTEGER NOT NULL,
+	header      BYTEA,
+	body        BYTEA,
+	created_at  BIGINT  NOT NULL,
+	expires_at  BIGINT  NOT NULL,
+	node        TEXT    NOT NULL DEFAULT '',
+	PRIMARY KEY (payer, id),
+	CHECK ((state = 'done') = (body IS NOT NULL))
+);
+CREATE INDEX payment_ids_expires_at ON payment_ids (expires_at);
 `,
 }
 
