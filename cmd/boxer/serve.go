@@ -274,7 +274,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.sessions, err = session.New(m.engine, m.store, c.Sessions, m.log); err != nil {
 		return fmt.Errorf("sessions: %w", err)
 	}
-	payments, err := x402.New(c.Payments, x402.Deps{Nonces: m.store, Logger: m.log})
+	payments, err := x402.New(c.Payments, x402.Deps{Nonces: m.store, PaymentIDs: paymentIDs{m.store}, Logger: m.log})
 	if err != nil {
 		return fmt.Errorf("payments: %w", err)
 	}

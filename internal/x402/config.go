@@ -76,6 +76,9 @@ type Config struct {
 	// /v1/run-python; prices can be set per route with
 	// --x402-price-exec / --x402-price-run-python (BOXER_X402_PRICE_EXEC, ...).
 	Routes []Route
+	// PaymentID bounds the payment-identifier extension's kept answers;
+	// zero fields take its defaults.
+	PaymentID PaymentIDConfig
 }
 
 // Route is one priced route and how the bazaar extension describes it.
@@ -165,6 +168,9 @@ func (c *Config) Validate() error {
 		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("public URL %q is not an http(s) URL (--x402-public-url)", c.PublicURL)
 		}
+	}
+	if err := c.PaymentID.validate(c.FacilitatorTimeout, c.ValidityMargin); err != nil {
+		bad("%v", err)
 	}
 	if len(c.Routes) == 0 {
 		bad("no priced routes")

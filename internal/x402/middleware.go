@@ -49,6 +49,9 @@ type Deps struct {
 	// OnSettled, if set, is called after each settled payment, once the
 	// response has been written. It must not block for long.
 	OnSettled func(Settlement)
+	// PaymentIDs keeps the answers of requests with a payment id; it
+	// defaults to a MemoryPaymentIDStore.
+	PaymentIDs PaymentIDStore
 }
 
 // Payments guards priced routes. Its zero value is not usable; call New.
@@ -62,6 +65,9 @@ type Payments struct {
 	onSettled func(Settlement)
 	inflight  inflight
 	health    facilitatorHealth // see CheckFacilitator
+	ids       PaymentIDStore    // see serveOnce
+	pid       PaymentIDConfig
+	idFlights idFlights
 }
 
 // New validates cfg and returns the payment guard. With Mode off it returns
@@ -76,6 +82,10 @@ func New(cfg Config, deps Deps) (*Payments, error) {
 	}
 	if p.now == nil {
 		p.now = time.Now
+	}
+	p.ids, p.pid = deps.PaymentIDs, cfg.PaymentID.withDefaults(cfg.FacilitatorTimeout, cfg.ValidityMargin)
+	if p.ids == nil {
+		p.ids = NewMemoryPaymentIDStore(p.now)
 	}
 	if !p.Enabled() {
 		return p, nil
@@ -133,7 +143,7 @@ func (p *Payments) Wrap(route string, next http.Handler, fail ErrorWriter) http.
 		panic(fmt.Sprintf("x402: route %q has no price in the payment config", route))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.serve(w, r, o, next, fail)
+		p.serveOnce(w, r, o, next, fail)
 	})
 }
 

@@ -139,6 +139,6 @@ func (o *offer) paymentRequired(publicURL string, r *http.Request, reason string
 			MimeType:    "application/json",
 		},
 		Accepts:    []PaymentRequirements{o.req},
-		Extensions: map[string]Extension{"bazaar": o.bazaar},
+		Extensions: map[string]Extension{"bazaar": o.bazaar, ExtensionPaymentIdentifier: paymentIdentifierExtension()},
 	}
 }
