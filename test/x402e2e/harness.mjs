@@ -24,6 +24,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { CHAIN_ID, USDC, compileToken, installToken, startChain } from './lib/chain.mjs';
 import { startFacilitator } from './lib/facilitator.mjs';
 import { startServer } from './lib/server.mjs';
+import { paymentIdTests } from './lib/paymentid.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const NETWORK = `eip155:${CHAIN_ID}`;
@@ -411,6 +412,12 @@ async function main() {
     eq(r.status, 404, `a cell for no session (body ${await r.text()})`);
     eq(await token.balanceOf(payTo), before.to, 'payTo balance after a refused cell');
   });
+
+  const mint = async (to, amount) => {
+    const hash = await minter.writeContract({ address: USDC, abi: token.abi, functionName: 'mint', args: [to, amount] });
+    await chainCtx.publicClient.waitForTransactionReceipt({ hash });
+  };
+  await paymentIdTests({ test, eq, assert, server, token, payTo, mint, handlerCalls });
 
   if (await handlerCalls() === null) console.log('# server exposes no run count: run counts were not checked');
 }
