@@ -249,7 +249,7 @@ func (p *Payments) readIDBody(w http.ResponseWriter, r *http.Request) ([]byte, *
 	if r.ContentLength > limit {
 		return nil, tooLarge
 	}
-	err := http.NewResponseController(w).SetReadDeadline(p.now().Add(p.pid.BodyTimeout))
+	err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(p.pid.BodyTimeout)) // the wall clock, not the payments clock
 	if err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return nil, boxer.Errorf(boxer.ECodeInternal, "internal error; you were not charged")
 	}
