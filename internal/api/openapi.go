@@ -146,7 +146,9 @@ var (
 	anyErrors   = []string{boxer.ECodeMethodNotAllowed, boxer.ECodeInternal, boxer.ECodeForbiddenHost}
 	bodyErrors  = []string{boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodePayloadTooLarge, boxer.ECodeUnsupportedMedia, boxer.ECodeRequestTimeout}
 	keyedErrors = []string{boxer.ECodeUnauthorized, boxer.ECodeRateLimited}
-	runErrors   = []string{boxer.ECodePaymentRequired, boxer.ECodeBusy, boxer.ECodeUnavailable}
+	runErrors   = []string{boxer.ECodePaymentRequired, boxer.ECodeBusy, boxer.ECodeUnavailable,
+		// x402's payment-identifier extension, when priced.
+		boxer.ECodeInvalidPaymentID, boxer.ECodePaymentIDConflict, boxer.ECodePaymentIDInFlight}
 )
 
 // OpenAPI is boxer's OpenAPI 3.1 document.

@@ -68,6 +68,51 @@
 // x402 v1 (X-PAYMENT, requirements in the body) is refused with a clear
 // reason; the 402 body is the v2 PaymentRequired JSON.
 //
+// # Payment identifiers (the payment-identifier extension)
+//
+// Every 402 declares payment-identifier with info.required false, as the
+// official declarePaymentIdentifierExtension(false) does. A payment whose
+// extensions["payment-identifier"].info.id holds an id makes its request
+// idempotent for its payer (paymentid_serve.go):
+//
+//   - The id must be 16 to 128 of [A-Za-z0-9_-]; anything else, or a
+//     malformed extension, is 400 invalid_payment_id before anything runs.
+//   - The key is payer + id, the payer recovered from the signature by the
+//     local checks, which a request must pass first: an id never returns
+//     another payer's answer, whatever the id.
+//   - "The same request" is the route, method, path, query, Accept header,
+//     body bytes and the payment's terms (network, asset, recipient,
+//     amount): the fingerprint. Not the signature, nonce or validity: the
+//     official client answers every attempt's 402 with a new signature
+//     under the same id, and that is a retry. (The official example
+//     servers hash the whole payload, signature included, which turns the
+//     official client's own retry into a conflict.)
+//   - First request: the id is claimed in the PaymentIDStore (one atomic
+//     insert, pending for a lease), then served as any paid request. A
+//     settled answer (2xx; serve answers 2xx only once settled) is kept
+//     with its PAYMENT-RESPONSE; anything else (5xx, 429, a refused
+//     payment, a failed settlement, a caller gone) releases the id, so
+//     the retry runs. A paid answer over MaxAnswerBytes is sent once and
+//     its retry answered 410 result_not_kept.
+//   - Same id, same fingerprint, answered: the kept status, headers and
+//     body, with Idempotent-Replayed: true. Nothing runs, nothing is
+//     verified or settled; the retry's own payment is marked used, so it
+//     can pay for nothing else.
+//   - Same id, another fingerprint: 409 payment_id_conflict.
+//   - Same id at once: in this process the later requests wait for the
+//     first one's answer and get it; a pending claim of another node is
+//     409 payment_id_in_flight (retry shortly); a pending claim of this
+//     node that no request here holds was left by a process that died,
+//     and is taken over.
+//   - Kept answers expire after Retention (24 h; the id is then new
+//     again), pending claims after Lease; the api's janitor prunes both.
+//
+// With job_id (POST /v1/run-python), the two keys are both per payer and
+// nest: a retry under the same payment id never reaches the job, so it is
+// charged once; a new payment id with a job_id already run is a new paid
+// call that gets the job's kept result (charged again, as any replay of a
+// job_id by POST).
+//
 // # The facilitator's health
 //
 // boxer asks the facilitator's GET /supported at start (CheckFacilitator)
