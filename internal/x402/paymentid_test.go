@@ -494,3 +494,24 @@ func TestPaymentIDConfigValidate(t *testing.T) {
 		t.Fatalf("default lease %s does not follow a long facilitator timeout", got)
 	}
 }
+
+// An id's kept answer goes only to a payment its payer signed: a payment
+// naming the payer but signed by another key is refused as any forged
+// payment is, and learns nothing of the answer.
+func TestPaymentIDNeedsThePayersSignature(t *testing.T) {
+	rg := newIDRig(t, nil)
+	const id, body = "pay_forgery_000000000001", `{"code":"secret"}`
+	first := rg.pay1(t, "/v1/exec", body, id)
+	if first.Code != 200 {
+		t.Fatalf("first: %d %s", first.Code, first.Body)
+	}
+	o := rg.pay.offers["/v1/exec"]
+	a := authFor(rg.payer, o) // from: the payer
+	p := payloadFor(t, o, a, signAuth(t, newWallet(t), o.domain, a))
+	p.Extensions[ExtensionPaymentIdentifier] = withID(id)
+	w := rg.send("/v1/exec", body, header(t, p))
+	if w.Code != 402 || w.Header().Get(HeaderReplayed) != "" || strings.Contains(w.Body.String(), handlerMark) || strings.Contains(w.Body.String(), `"run"`) {
+		t.Fatalf("forged payment: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	rg.want(t, "forgery", 1, 1, 1)
+}
