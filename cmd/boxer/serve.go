@@ -332,6 +332,9 @@ func (m *Main) Run(ctx context.Context) error {
 			return payments.Wrap(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				api.SetPayer(r, x402.PayerOf(r))
 				next.ServeHTTP(w, r)
+				if api.Reused(r) { // a kept job_id result: paid for once already
+					x402.Waive(r)
+				}
 			}), fail)
 		}
 	}

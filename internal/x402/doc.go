@@ -40,6 +40,9 @@
 //   - Handler answered 5xx (boxer failed) or 429 (busy), or any other non-2xx
 //     (the request was refused before running): pass the answer through and
 //     do not settle. The caller is not charged.
+//   - Handler answered with work an earlier request paid for (a job_id's
+//     kept result, or word that its run is under way) and said so with
+//     Waive: pass the answer through and do not settle.
 //   - A refused payment (missing, malformed, wrong requirements, bad
 //     signature, expired, replayed, refused by the facilitator) is a 402 and
 //     the handler never runs. A facilitator that cannot be reached is a 503.
@@ -108,10 +111,11 @@
 //     again), pending claims after Lease; the api's janitor prunes both.
 //
 // With job_id (POST /v1/run-python), the two keys are both per payer and
-// nest: a retry under the same payment id never reaches the job, so it is
-// charged once; a new payment id with a job_id already run is a new paid
-// call that gets the job's kept result (charged again, as any replay of a
-// job_id by POST).
+// nest: a retry under the same payment id never reaches the job; a new
+// payment id with a job_id already run or running reaches it, gets its kept
+// result (or 202 while it runs), and is not charged (Waive), nor kept under
+// the id, so the id's retry asks the job again. A job is charged once, to
+// the payer whose request ran it.
 //
 // # The facilitator's health
 //

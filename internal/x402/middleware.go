@@ -17,6 +17,21 @@ import (
 
 type payerKey struct{}
 
+// waiveKey holds, in a guarded handler's context, the *bool Waive sets;
+// settledKey, in serve's, a *bool serve sets once it has settled.
+type waiveKey struct{}
+type settledKey struct{}
+
+// Waive tells the payment guarding r, inside a handler that Payments.Wrap
+// guards, not to charge the answer: it is work an earlier request paid
+// for (a kept job_id result). The payment is verified, spent and not
+// settled, as for a failed run. Elsewhere it does nothing.
+func Waive(r *http.Request) {
+	if w, ok := r.Context().Value(waiveKey{}).(*bool); ok {
+		*w = true
+	}
+}
+
 // PayerOf returns the address of the payer whose verified payment r carries,
 // inside a handler that Payments.Wrap guards; "" elsewhere.
 func PayerOf(r *http.Request) string {
@@ -209,12 +224,14 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 	}
 
 	buf := newBufferedResponse()
-	next.ServeHTTP(buf, r.WithContext(context.WithValue(ctx, payerKey{}, payer)))
+	waived := false
+	next.ServeHTTP(buf, r.WithContext(context.WithValue(context.WithValue(ctx, payerKey{}, payer), waiveKey{}, &waived)))
 
-	if !charged(buf.status) {
+	if !charged(buf.status) || waived {
 		// boxer failed (5xx), was busy (429) or refused the request
-		// (other 4xx): the caller gets the answer and is not charged.
-		log.Info("x402: not settled", "status", buf.status)
+		// (other 4xx), or answered with work already paid for (Waive):
+		// the caller gets the answer and is not charged.
+		log.Info("x402: not settled", "status", buf.status, "waived", waived)
 		buf.writeTo(w)
 		return
 	}
@@ -248,6 +265,9 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 		log.Error("x402: encode receipt", "err", err)
 	} else {
 		buf.header.Set(HeaderPaymentResponse, enc)
+	}
+	if s, ok := ctx.Value(settledKey{}).(*bool); ok {
+		*s = true // runOnce keeps only a settled answer
 	}
 	buf.writeTo(w)
 	log.Info("x402: settled", "tx", sr.Transaction)

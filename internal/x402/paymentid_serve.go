@@ -135,9 +135,9 @@ func (p *Payments) answerOnce(w http.ResponseWriter, r *http.Request, o *offer, 
 }
 
 // runOnce serves a claimed id's request and keeps its answer if it was paid
-// for; otherwise the claim is dropped, so that a retry runs. Only a settled
-// request is answered 2xx by serve (see charged): anything else, or no
-// answer at all (the caller left), was not charged.
+// for (serve says so through settledKey); otherwise (a failure, a refusal,
+// an answer with work already paid for, no answer at all because the caller
+// left) the claim is dropped, so that a retry runs.
 func (p *Payments) runOnce(w http.ResponseWriter, r *http.Request, o *offer, next http.Handler, fail ErrorWriter, q *idRequest) {
 	// Dropped on every way out but a kept answer, panics included.
 	kept := false
@@ -153,10 +153,12 @@ func (p *Payments) runOnce(w http.ResponseWriter, r *http.Request, o *offer, nex
 			q.log.Error("x402: release payment id", "err", err)
 		}
 	}()
+	settled := false
+	r = r.WithContext(context.WithValue(r.Context(), settledKey{}, &settled))
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(q.body)), int64(len(q.body))
 	buf := newBufferedResponse()
 	p.serve(buf, r, o, next, fail)
-	if !buf.wroteHeader || !charged(buf.status) {
+	if !settled {
 		if buf.wroteHeader {
 			buf.writeTo(w)
 		}

@@ -515,3 +515,36 @@ func TestPaymentIDNeedsThePayersSignature(t *testing.T) {
 	}
 	rg.want(t, "forgery", 1, 1, 1)
 }
+
+// waivingHandler answers 200 with work an earlier request paid for.
+type waivingHandler struct{ idHandler }
+
+func (h *waivingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	Waive(r)
+	h.idHandler.ServeHTTP(w, r)
+}
+
+// A waived answer passes through unsettled, without a receipt; under a
+// payment id it is not kept, so the id's retry asks the handler again
+// (a job_id still running answers differently later).
+func TestWaivedAnswerIsNotCharged(t *testing.T) {
+	Waive(httptest.NewRequest(http.MethodPost, "/", nil)) // outside a guarded handler: nothing
+	rg := newIDRig(t, nil)
+	wh := &waivingHandler{idHandler{status: 200}}
+	rg.routes["/v1/exec"] = rg.pay.Wrap("/v1/exec", wh, idFail)
+	const id, body = "pay_waived_0000000000001", `{}`
+	for i, payment := range []string{
+		rg.idPayment(t, rg.payer, "/v1/exec", nil),
+		rg.idPayment(t, rg.payer, "/v1/exec", withID(id)),
+		rg.idPayment(t, rg.payer, "/v1/exec", withID(id)),
+	} {
+		w := rg.send("/v1/exec", body, payment)
+		if w.Code != 200 || w.Header().Get(HeaderPaymentResponse) != "" || w.Header().Get(HeaderReplayed) != "" ||
+			w.Header().Get("X-Run") != fmt.Sprint(i+1) {
+			t.Fatalf("call %d: %d %v %s; want the handler's answer, unsettled", i, w.Code, w.Header(), w.Body)
+		}
+	}
+	if nv, ns := rg.fac.counts(); wh.count() != 3 || nv != 3 || ns != 0 {
+		t.Fatalf("%d runs, %d verifies, %d settles; want 3, 3, 0", wh.count(), nv, ns)
+	}
+}

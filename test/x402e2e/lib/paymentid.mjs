@@ -135,7 +135,7 @@ export async function paymentIdTests({ test, eq, assert, server, token, payTo, m
     await expectCharged(account, before, 1, 1, 'concurrent');
   });
 
-  await test('payment-identifier with job_id: a retry is charged once; another payer with the same id and job_id gets a run of its own', async () => {
+  await test('payment-identifier with job_id: one charge per job for its payer, by any id; another payer with the same id and job_id gets a run of its own', async () => {
     const jobBody = { ...RANDOM, job_id: 'job_pid_e2e_1' };
     const id = generatePaymentId();
     const a = await newPayer();
@@ -147,6 +147,13 @@ export async function paymentIdTests({ test, eq, assert, server, token, payTo, m
     const retry = await runPython(payA, jobBody);
     eq(await retry.text(), firstBody, 'retry body');
     await expectCharged(a, beforeA, 1, 1, 'payer A');
+    // A new payment id with the same job_id gets the kept job result; it
+    // was paid for once, and is not charged again.
+    const { fetch: payA2 } = payingWithId(a, generatePaymentId());
+    const again = await runPython(payA2, jobBody);
+    eq(await again.text(), firstBody, 'the job\'s kept result under a new id');
+    eq(again.headers.get('PAYMENT-RESPONSE'), null, 'a receipt for a kept job result');
+    await expectCharged(a, beforeA, 1, 1, 'payer A, new id, same job_id');
 
     const b = await newPayer();
     const { fetch: payB } = payingWithId(b, id);
