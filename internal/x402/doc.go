@@ -115,7 +115,9 @@
 // payment id with a job_id already run or running reaches it, gets its kept
 // result (or 202 while it runs), and is not charged (Waive), nor kept under
 // the id, so the id's retry asks the job again. A job is charged once, to
-// the payer whose request ran it.
+// the payer whose request ran it. An async job's first 202 is kept under its
+// payment id like any paid answer: its result is asked for with a new id
+// (or none), which is free.
 //
 // # The facilitator's health
 //
