@@ -19,7 +19,7 @@ func (p paymentIDs) ClaimPaymentID(ctx context.Context, payer, id, fingerprint s
 	if err != nil {
 		return nil, false, err
 	}
-	out := &x402.PaymentIDRecord{Fingerprint: rec.Fingerprint, Done: rec.State == store.PaymentIDDone, Mine: rec.Mine}
+	out := &x402.PaymentIDRecord{Fingerprint: rec.Fingerprint, Done: rec.State == store.PaymentIDDone, Mine: rec.Mine, Since: rec.CreatedAt}
 	if out.Done {
 		out.Answer = x402.KeptAnswer{Status: rec.Status, Body: rec.Body}
 		if len(rec.Header) > 0 {

@@ -104,9 +104,12 @@
 //   - Same id, another fingerprint: 409 payment_id_conflict.
 //   - Same id at once: in this process the later requests wait for the
 //     first one's answer and get it; a pending claim of another node is
-//     409 payment_id_in_flight (retry shortly); a pending claim of this
-//     node that no request here holds was left by a process that died,
-//     and is taken over.
+//     409 payment_id_in_flight (retry shortly), and so is one of this
+//     process whose paid answer the store failed to keep (until its lease
+//     ends); a pending claim of this node older than this process was
+//     left by a process that died, and is taken over. (A process that
+//     dies between settling and keeping the answer leaves a claim whose
+//     retry runs and is charged again: the one window left.)
 //   - Kept answers expire after Retention (24 h; the id is then new
 //     again), pending claims after Lease; the api's janitor prunes both.
 //

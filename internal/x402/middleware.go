@@ -83,6 +83,7 @@ type Payments struct {
 	ids       PaymentIDStore    // see serveOnce
 	pid       PaymentIDConfig
 	idFlights idFlights
+	started   time.Time // older pending payment ids of this node are stale
 }
 
 // New validates cfg and returns the payment guard. With Mode off it returns
@@ -99,6 +100,7 @@ func New(cfg Config, deps Deps) (*Payments, error) {
 		p.now = time.Now
 	}
 	p.ids, p.pid = deps.PaymentIDs, cfg.PaymentID.withDefaults(cfg.FacilitatorTimeout, cfg.ValidityMargin)
+	p.started = p.now().Truncate(time.Millisecond) // as the store keeps times
 	if p.ids == nil {
 		p.ids = NewMemoryPaymentIDStore(p.now)
 	}

@@ -182,10 +182,11 @@ type PaymentIDRecord struct {
 	Fingerprint string
 	Done        bool       // answered and paid; Answer holds the answer
 	Answer      KeptAnswer // when Done
-	// Mine is true when the claim is this process's node's: a pending
-	// record that is Mine, while this process has no request answering
-	// it, was left by a process that died.
-	Mine bool
+	// Mine is true when the claim is this node's, and Since is when it was
+	// claimed: a pending record that is Mine and older than this process
+	// was left by a process that died.
+	Mine  bool
+	Since time.Time
 }
 
 // KeptAnswer is a paid answer as a retry gets it back.
@@ -227,7 +228,7 @@ func (s *MemoryPaymentIDStore) ClaimPaymentID(_ context.Context, payer, id, fing
 		rec := e.rec
 		return &rec, false, nil
 	}
-	s.ids[k] = &memoryPaymentID{rec: PaymentIDRecord{Fingerprint: fingerprint, Mine: true}, until: until}
+	s.ids[k] = &memoryPaymentID{rec: PaymentIDRecord{Fingerprint: fingerprint, Mine: true, Since: s.now()}, until: until}
 	rec := s.ids[k].rec
 	return &rec, true, nil
 }

@@ -20,7 +20,7 @@ func (p storeIDs) ClaimPaymentID(ctx context.Context, payer, id, fp string, unti
 	if err != nil {
 		return nil, false, err
 	}
-	out := &PaymentIDRecord{Fingerprint: rec.Fingerprint, Done: rec.State == store.PaymentIDDone, Mine: rec.Mine}
+	out := &PaymentIDRecord{Fingerprint: rec.Fingerprint, Done: rec.State == store.PaymentIDDone, Mine: rec.Mine, Since: rec.CreatedAt}
 	if out.Done {
 		out.Answer = KeptAnswer{Status: rec.Status, Body: rec.Body}
 		if err := json.Unmarshal(rec.Header, &out.Answer.Header); err != nil {

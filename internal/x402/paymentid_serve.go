@@ -109,10 +109,12 @@ func (p *Payments) serveOnce(w http.ResponseWriter, r *http.Request, o *offer, n
 func (p *Payments) answerOnce(w http.ResponseWriter, r *http.Request, o *offer, next http.Handler, fail ErrorWriter, q *idRequest) {
 	ctx := r.Context()
 	rec, claimed, err := p.ids.ClaimPaymentID(ctx, q.payer, q.id, q.fp, p.now().Add(p.pid.Lease))
-	if err == nil && !claimed && !rec.Done && rec.Mine && rec.Fingerprint == q.fp {
-		// Pending and this node's, yet no request here answers it: it was
-		// left by a process that died. Its run may have been charged just
-		// before; it can no longer say, and the caller is retrying.
+	if err == nil && !claimed && !rec.Done && rec.Mine && rec.Fingerprint == q.fp && rec.Since.Before(p.started) {
+		// Pending, this node's and older than this process: it was left
+		// by a process that died. Its run may have been charged just
+		// before; it can no longer say, and the caller is retrying. (A
+		// claim of this process's own whose answer the store failed to
+		// keep is not taken over: its run was paid for.)
 		q.log.Warn("x402: taking over a stale payment id claim")
 		if err = p.ids.ReleasePaymentID(ctx, q.payer, q.id, q.fp); err == nil {
 			rec, claimed, err = p.ids.ClaimPaymentID(ctx, q.payer, q.id, q.fp, p.now().Add(p.pid.Lease))

@@ -415,9 +415,9 @@ func (s stubIDs) ClaimPaymentID(ctx context.Context, payer, id, fp string, until
 	return s.MemoryPaymentIDStore.ClaimPaymentID(ctx, payer, id, fp, until)
 }
 
-// A pending id: another node's is in flight (409, nothing runs); this
-// node's, with no request here answering it, was left by a dead process
-// and is taken over.
+// A pending id: another node's is in flight (409, nothing runs), and so
+// is this process's own; this node's from before this process started was
+// left by a dead process and is taken over.
 func TestPaymentIDPendingElsewhere(t *testing.T) {
 	const id, body = "pay_pending_000000000001", `{}`
 	rg := newIDRig(t, nil)
@@ -431,8 +431,21 @@ func TestPaymentIDPendingElsewhere(t *testing.T) {
 	}
 	rg.want(t, "pending elsewhere", 0, 0, 0)
 
-	mem := NewMemoryPaymentIDStore(func() time.Time { return testNow })
+	// This process's own claim, whose answer the store could not keep: in
+	// flight, never run again (its run was paid for).
 	payer := strings.ToLower(rg.payer.addr.String())
+	mem := NewMemoryPaymentIDStore(func() time.Time { return testNow })
+	if _, ok, _ := mem.ClaimPaymentID(context.Background(), payer, id, fp, testNow.Add(time.Hour)); !ok {
+		t.Fatal("setup claim")
+	}
+	rg.pay.ids = mem
+	if w := rg.pay1(t, "/v1/exec", body, id); w.Code != 409 || w.Body.String() != boxer.ECodePaymentIDInFlight {
+		t.Fatalf("own unkept claim: %d %s", w.Code, w.Body)
+	}
+	rg.want(t, "own unkept claim", 0, 0, 0)
+
+	// A claim older than this process: taken over.
+	mem = NewMemoryPaymentIDStore(func() time.Time { return testNow.Add(-time.Second) })
 	if _, ok, _ := mem.ClaimPaymentID(context.Background(), payer, id, fp, testNow.Add(time.Hour)); !ok {
 		t.Fatal("setup claim")
 	}
