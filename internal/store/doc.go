@@ -4,7 +4,7 @@
 // once, in SQLite's spelling, and rebound for Postgres (db.go); each has
 // its own migrations, and every test of the package runs on both.
 //
-// It holds three things, each in its own file:
+// It holds, each in its own file:
 //
 //   - jobs.go: records for /v1/run-python's job_id idempotency key. A job is
 //     claimed (state "running") before its run starts and finished (state
@@ -14,6 +14,10 @@
 //     total, success rate, p50 duration, calls and unique payers in 30 days).
 //   - nonces.go: x402 payment nonces already used, so a signed payment is
 //     accepted once, across restarts too.
+//   - paymentids.go: x402 payment identifiers, one per payer and id, claimed
+//     ("pending", with a lease) before the request is served and "done"
+//     with the paid answer after, until their retention ends. Like a job's
+//     response, the answer is opaque to the store.
 //
 // The schema is changed only by appending to the numbered migrations in
 // migrate.go; schema_version records which have run. The database runs in
