@@ -32,6 +32,15 @@ const (
 	ECodeInternal            = "internal"
 )
 
+// Codes of the x402 payment-identifier extension: an id that is not 16 to
+// 128 of [A-Za-z0-9_-]; an id the same payer used before for another
+// request; an id whose first request is still being answered elsewhere.
+const (
+	ECodeInvalidPaymentID  = "invalid_payment_id"
+	ECodePaymentIDConflict = "payment_id_conflict"
+	ECodePaymentIDInFlight = "payment_id_in_flight"
+)
+
 // Error is a failure with a stable code and a message fit for the caller.
 type Error struct {
 	Code    string `json:"code"`

@@ -283,7 +283,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.sessions, err = session.New(m.engine, m.store, c.Sessions, m.log); err != nil {
 		return fmt.Errorf("sessions: %w", err)
 	}
-	payments, err := x402.New(c.Payments, x402.Deps{Nonces: m.store, Logger: m.log})
+	payments, err := x402.New(c.Payments, x402.Deps{Nonces: m.store, PaymentIDs: paymentIDs{m.store}, Logger: m.log})
 	if err != nil {
 		return fmt.Errorf("payments: %w", err)
 	}
@@ -342,6 +342,9 @@ func (m *Main) Run(ctx context.Context) error {
 				api.SetPayer(r, x402.PayerOf(r))
 				api.SetSettlement(r, func(f func(bool)) { x402.AfterSettlement(r, f) })
 				next.ServeHTTP(w, r)
+				if api.Reused(r) { // a kept job_id result: paid for once already
+					x402.Waive(r)
+				}
 			}), fail)
 		}
 		priced := time.Now()

@@ -50,7 +50,7 @@ func NewCORS(origins []string) (*CORS, error) {
 // answer.
 const (
 	corsAllowHeaders  = "Content-Type, Authorization, PAYMENT-SIGNATURE, SIGN-IN-WITH-X, Accept, Last-Event-ID, Mcp-Protocol-Version, Mcp-Session-Id"
-	corsExposeHeaders = "PAYMENT-REQUIRED, PAYMENT-RESPONSE, Retry-After, Mcp-Session-Id"
+	corsExposeHeaders = "PAYMENT-REQUIRED, PAYMENT-RESPONSE, Idempotent-Replayed, Retry-After, Mcp-Session-Id"
 	corsAllowMethods  = "GET, POST, DELETE, OPTIONS"
 	corsMaxAge        = "600"
 )

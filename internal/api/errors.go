@@ -15,7 +15,7 @@ import (
 // not in it is a bug and is sent as 500.
 func httpStatus(code string) int {
 	switch code {
-	case boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodeUnsupportedLanguage:
+	case boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodeUnsupportedLanguage, boxer.ECodeInvalidPaymentID:
 		return http.StatusBadRequest // 400
 	case boxer.ECodeUnauthorized, boxer.ECodeSignInRejected:
 		return http.StatusUnauthorized // 401 (with WWW-Authenticate for a key)
@@ -27,7 +27,8 @@ func httpStatus(code string) int {
 		return http.StatusNotFound // 404
 	case boxer.ECodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed // 405
-	case boxer.ECodeJobIDConflict, boxer.ECodeSessionBusy, boxer.ECodeForkRefused:
+	case boxer.ECodeJobIDConflict, boxer.ECodeSessionBusy, boxer.ECodeForkRefused,
+		boxer.ECodePaymentIDConflict, boxer.ECodePaymentIDInFlight:
 		return http.StatusConflict // 409
 	case boxer.ECodeResultNotKept, boxer.ECodeSessionEnded, boxer.ECodeSessionLost:
 		return http.StatusGone // 410

@@ -100,6 +100,7 @@ func (s *Server) handleRunPython(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if req.Async { // the job is under way: say so at once
+				stateOf(r).reused = true
 				writeJSON(w, s.log, http.StatusAccepted, runningResponse{JobID: jobID, Status: *f.phase.Load()})
 				return
 			}
@@ -218,6 +219,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, jobID, key, hash 
 		// Another node runs it: wait for its answer, as a request here
 		// waits for this node's own flight.
 		if async {
+			stateOf(r).reused = true
 			writeJSON(w, s.log, http.StatusAccepted, runningResponse{JobID: jobID, Status: phaseRunning})
 			return false
 		}
@@ -240,7 +242,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, jobID, key, hash 
 	case err != nil:
 		s.internalError(w, r, "claim job", err)
 	case !claimed && rec.State == store.JobDone:
-		stateOf(r).outcome = "replay"
+		stateOf(r).outcome, stateOf(r).reused = "replay", true
 		writeBody(w, rec.Status, rec.Response)
 	case !claimed:
 		s.internalError(w, r, "claim job", fmt.Errorf("job %q still running after taking over its claim", jobID))

@@ -74,8 +74,9 @@ func llmsTxt(info DocInfo, base string, exec, run limitsDoc) string {
 		"A malformed request: 400 invalid_request or invalid_json, naming the field; 413 code_too_large or payload_too_large",
 		"No key, an unknown or revoked key: 401 unauthorized; a key over its rate: 429 rate_limited with Retry-After",
 		"Payment missing or invalid (when priced): 402 with PAYMENT-REQUIRED; pay and send PAYMENT-SIGNATURE",
+		"A paid call retried (when priced): put an id in the payment's payment-identifier extension (16-128 of A-Z a-z 0-9 _ -); a retry with the same id and request gets the first answer back (Idempotent-Replayed: true) and is not charged again; the same id with another request: 409 payment_id_conflict; an invalid id: 400 invalid_payment_id; an id whose first call another server is still answering: 409 payment_id_in_flight, retry shortly",
 		"Overload: 503 busy with Retry-After; shutting down: 503 unavailable",
-		"The same job_id with a different request: 409 job_id_conflict",
+		"The same job_id with a different request: 409 job_id_conflict; with the same request, the kept result (202 while it runs), not charged again when priced",
 		"A cell sent to a session still running another: 409 session_busy; a session that ended (idle, lifetime, deleted, out of memory): 410 session_ended; one lost when the server holding it stopped or restarted: 410 session_lost; on a cluster any node forwards a session's calls to the node holding it",
 		"A fork of a session that has a thread or process of its own still running, or memory shared with another process: 409 fork_refused; the session goes on unharmed",
 	} {

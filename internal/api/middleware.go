@@ -20,6 +20,7 @@ type reqState struct {
 	route    string // the route's pattern, "" when none matched
 	outcome  string // a Result.Status, "replay", or an error code
 	ran      bool   // a sandbox ran the program
+	reused   bool   // the answer is an earlier request's work: see Reused
 	canceled bool   // the client went away before the response
 	payer    string
 	key      string // the id of the API key the request came with
@@ -73,6 +74,13 @@ func afterPayment(r *http.Request, f func(paid bool)) bool {
 	}
 	reg(f)
 	return true
+}
+
+// Reused reports whether r was answered with work an earlier request
+// asked for: a job_id's kept result, or word that its run is under way.
+// The payment hook does not charge such an answer; the earlier request was.
+func Reused(r *http.Request) bool {
+	return stateOf(r).reused
 }
 
 // RequestID returns the request id boxer assigned to r ("" outside a

@@ -175,7 +175,9 @@ var (
 	anyErrors   = []string{boxer.ECodeMethodNotAllowed, boxer.ECodeInternal, boxer.ECodeForbiddenHost}
 	bodyErrors  = []string{boxer.ECodeInvalidJSON, boxer.ECodeInvalidRequest, boxer.ECodePayloadTooLarge, boxer.ECodeUnsupportedMedia, boxer.ECodeRequestTimeout}
 	keyedErrors = []string{boxer.ECodeUnauthorized, boxer.ECodeRateLimited}
-	runErrors   = []string{boxer.ECodePaymentRequired, boxer.ECodeBusy, boxer.ECodeUnavailable}
+	runErrors   = []string{boxer.ECodePaymentRequired, boxer.ECodeBusy, boxer.ECodeUnavailable,
+		// x402's payment-identifier extension, when priced.
+		boxer.ECodeInvalidPaymentID, boxer.ECodePaymentIDConflict, boxer.ECodePaymentIDInFlight}
 	// A keyed route that is not a run serves, with payments on, the payer
 	// who signs in (x402 sign-in-with-x): 402 asks for the proof.
 	signInErrors = []string{boxer.ECodePaymentRequired, boxer.ECodeSignInRejected}

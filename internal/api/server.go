@@ -294,6 +294,10 @@ func (s *Server) prune() {
 	if _, err := s.deps.Store.PruneKeyMinutes(ctx, now.Add(-2*time.Minute)); err != nil {
 		errs = append(errs, err.Error())
 	}
+	// x402 payment ids carry their own expiry (their retention or lease).
+	if _, err := s.deps.Store.PrunePaymentIDs(ctx, now); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if len(errs) > 0 {
 		s.log.Error("prune", slog.String("error", strings.Join(errs, "; ")))
 		return

@@ -18,6 +18,10 @@
 //     once per database, in secrets) and the nonces spent by signed
 //     proofs, each kept until it expires. Issuing a challenge writes
 //     nothing.
+//   - paymentids.go: x402 payment identifiers, one per payer and id, claimed
+//     ("pending", with a lease) before the request is served and "done"
+//     with the paid answer after, until their retention ends. Like a job's
+//     response, the answer is opaque to the store.
 //
 // The schema is changed only by appending to the numbered migrations in
 // migrate.go; schema_version records which have run. The database runs in

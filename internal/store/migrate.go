@@ -131,6 +131,25 @@ CREATE TABLE secrets (
 	created_at INTEGER NOT NULL
 );
 `,
+	// 10: x402 payment identifiers: one paid answer kept per payer and id,
+	// for the retries that carry the id (see paymentids.go).
+	`
+CREATE TABLE payment_ids (
+	payer       TEXT    NOT NULL,
+	id          TEXT    NOT NULL,
+	fingerprint TEXT    NOT NULL,
+	state       TEXT    NOT NULL CHECK (state IN ('pending', 'done')),
+	status      INTEGER NOT NULL,
+	header      BLOB,
+	body        BLOB,
+	created_at  INTEGER NOT NULL,
+	expires_at  INTEGER NOT NULL,
+	node        TEXT    NOT NULL DEFAULT '',
+	PRIMARY KEY (payer, id),
+	CHECK ((state = 'done') = (body IS NOT NULL))
+);
+CREATE INDEX payment_ids_expires_at ON payment_ids (expires_at);
+`,
 }
 
 var pgMigrations = []string{
@@ -237,6 +256,24 @@ CREATE TABLE secrets (
 	value      BYTEA  NOT NULL,
 	created_at BIGINT NOT NULL
 );
+`,
+	// 6: SQLite's 10.
+	`
+CREATE TABLE payment_ids (
+	payer       TEXT    NOT NULL,
+	id          TEXT    NOT NULL,
+	fingerprint TEXT    NOT NULL,
+	state       TEXT    NOT NULL CHECK (state IN ('pending', 'done')),
+	status      INTEGER NOT NULL,
+	header      BYTEA,
+	body        BYTEA,
+	created_at  BIGINT  NOT NULL,
+	expires_at  BIGINT  NOT NULL,
+	node        TEXT    NOT NULL DEFAULT '',
+	PRIMARY KEY (payer, id),
+	CHECK ((state = 'done') = (body IS NOT NULL))
+);
+CREATE INDEX payment_ids_expires_at ON payment_ids (expires_at);
 `,
 }
 

@@ -79,6 +79,9 @@ type Config struct {
 	// Solana, when its PayTo is set, is offered beside the EVM payment
 	// (svm.go).
 	Solana SolanaConfig
+	// PaymentID bounds the payment-identifier extension's kept answers;
+	// zero fields take its defaults.
+	PaymentID PaymentIDConfig
 }
 
 // Route is one priced route and how the bazaar extension describes it.
@@ -171,6 +174,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Solana.validate()...)
+	if err := c.PaymentID.validate(c.FacilitatorTimeout, c.ValidityMargin); err != nil {
+		bad("%v", err)
+	}
 	if len(c.Routes) == 0 {
 		bad("no priced routes")
 	}

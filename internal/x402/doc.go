@@ -48,6 +48,9 @@
 //   - Handler answered 5xx (boxer failed) or 429 (busy), or any other non-2xx
 //     (the request was refused before running): pass the answer through and
 //     do not settle. The caller is not charged.
+//   - Handler answered with work an earlier request paid for (a job_id's
+//     kept result, or word that its run is under way) and said so with
+//     Waive: pass the answer through and do not settle.
 //   - A refused payment (missing, malformed, wrong requirements, bad
 //     signature, expired, replayed, refused by the facilitator) is a 402 and
 //     the handler never runs. A facilitator that cannot be reached is a 503.
@@ -82,6 +85,57 @@
 // built from the same offer as its 402 challenge (discovery.go says which
 // drafts its shape follows), so a catalog never lists a price the route
 // does not ask.
+//
+// # Payment identifiers (the payment-identifier extension)
+//
+// Every 402 declares payment-identifier with info.required false, as the
+// official declarePaymentIdentifierExtension(false) does. A payment whose
+// extensions["payment-identifier"].info.id holds an id makes its request
+// idempotent for its payer (paymentid_serve.go):
+//
+//   - The id must be 16 to 128 of [A-Za-z0-9_-]; anything else, or a
+//     malformed extension, is 400 invalid_payment_id before anything runs.
+//   - The key is payer + id, the payer recovered from the signature by the
+//     local checks, which a request must pass first: an id never returns
+//     another payer's answer, whatever the id.
+//   - "The same request" is the route, method, path, query, Accept header,
+//     body bytes and the payment's terms (network, asset, recipient,
+//     amount): the fingerprint. Not the signature, nonce or validity: the
+//     official client answers every attempt's 402 with a new signature
+//     under the same id, and that is a retry. (The official example
+//     servers hash the whole payload, signature included, which turns the
+//     official client's own retry into a conflict.)
+//   - First request: the id is claimed in the PaymentIDStore (one atomic
+//     insert, pending for a lease), then served as any paid request. A
+//     settled answer (2xx; serve answers 2xx only once settled) is kept
+//     with its PAYMENT-RESPONSE; anything else (5xx, 429, a refused
+//     payment, a failed settlement, a caller gone) releases the id, so
+//     the retry runs. A paid answer over MaxAnswerBytes is sent once and
+//     its retry answered 410 result_not_kept.
+//   - Same id, same fingerprint, answered: the kept status, headers and
+//     body, with Idempotent-Replayed: true. Nothing runs, nothing is
+//     verified or settled; the retry's own payment is marked used, so it
+//     can pay for nothing else.
+//   - Same id, another fingerprint: 409 payment_id_conflict.
+//   - Same id at once: in this process the later requests wait for the
+//     first one's answer and get it; a pending claim of another node is
+//     409 payment_id_in_flight (retry shortly), and so is one of this
+//     process whose paid answer the store failed to keep (until its lease
+//     ends); a pending claim of this node older than this process was
+//     left by a process that died, and is taken over. (A process that
+//     dies between settling and keeping the answer leaves a claim whose
+//     retry runs and is charged again: the one window left.)
+//   - Kept answers expire after Retention (24 h; the id is then new
+//     again), pending claims after Lease; the api's janitor prunes both.
+//
+// With job_id (POST /v1/run-python), the two keys are both per payer and
+// nest: a retry under the same payment id never reaches the job; a new
+// payment id with a job_id already run or running reaches it, gets its kept
+// result (or 202 while it runs), and is not charged (Waive), nor kept under
+// the id, so the id's retry asks the job again. A job is charged once, to
+// the payer whose request ran it. An async job's first 202 is kept under its
+// payment id like any paid answer: its result is asked for with a new id
+// (or none), which is free.
 //
 // # The facilitator's health
 //

@@ -58,6 +58,21 @@ func (h *settlementHooks) run(settled bool) {
 	}
 }
 
+// waiveKey holds, in a guarded handler's context, the *bool Waive sets;
+// settledKey, in serve's, a *bool serve sets once it has settled.
+type waiveKey struct{}
+type settledKey struct{}
+
+// Waive tells the payment guarding r, inside a handler that Payments.Wrap
+// guards, not to charge the answer: it is work an earlier request paid
+// for (a kept job_id result). The payment is verified, spent and not
+// settled, as for a failed run. Elsewhere it does nothing.
+func Waive(r *http.Request) {
+	if w, ok := r.Context().Value(waiveKey{}).(*bool); ok {
+		*w = true
+	}
+}
+
 // PayerOf returns the address of the payer whose verified payment r carries,
 // inside a handler that Payments.Wrap guards; "" elsewhere.
 func PayerOf(r *http.Request) string {
@@ -90,6 +105,9 @@ type Deps struct {
 	// OnSettled, if set, is called after each settled payment, once the
 	// response has been written. It must not block for long.
 	OnSettled func(Settlement)
+	// PaymentIDs keeps the answers of requests with a payment id; it
+	// defaults to a MemoryPaymentIDStore.
+	PaymentIDs PaymentIDStore
 }
 
 // Payments guards priced routes. Its zero value is not usable; call New.
@@ -104,6 +122,10 @@ type Payments struct {
 	inflight  inflight
 	health    facilitatorHealth // see CheckFacilitator
 	svmFee    *svmFeePayer      // nil unless Solana is offered
+	ids       PaymentIDStore    // see serveOnce
+	pid       PaymentIDConfig
+	idFlights idFlights
+	started   time.Time // older pending payment ids of this node are stale
 }
 
 // New validates cfg and returns the payment guard. With Mode off it returns
@@ -118,6 +140,11 @@ func New(cfg Config, deps Deps) (*Payments, error) {
 	}
 	if p.now == nil {
 		p.now = time.Now
+	}
+	p.ids, p.pid = deps.PaymentIDs, cfg.PaymentID.withDefaults(cfg.FacilitatorTimeout, cfg.ValidityMargin)
+	p.started = p.now().Truncate(time.Millisecond) // as the store keeps times
+	if p.ids == nil {
+		p.ids = NewMemoryPaymentIDStore(p.now)
 	}
 	if !p.Enabled() {
 		return p, nil
@@ -183,7 +210,7 @@ func (p *Payments) Wrap(route string, next http.Handler, fail ErrorWriter) http.
 		panic(fmt.Sprintf("x402: route %q has no price in the payment config", route))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.serve(w, r, o, next, fail)
+		p.serveOnce(w, r, o, next, fail)
 	})
 }
 
@@ -250,13 +277,15 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 	buf := newBufferedResponse()
 	after := &settlementHooks{}
 	defer after.run(false) // a panic, or any way out below that does not settle
+	waived := false
 	hctx := context.WithValue(context.WithValue(ctx, payerKey{}, payer), settlementKey{}, after)
-	next.ServeHTTP(buf, r.WithContext(hctx))
+	next.ServeHTTP(buf, r.WithContext(context.WithValue(hctx, waiveKey{}, &waived)))
 
-	if !charged(buf.status) {
+	if !charged(buf.status) || waived {
 		// boxer failed (5xx), was busy (429) or refused the request
-		// (other 4xx): the caller gets the answer and is not charged.
-		log.Info("x402: not settled", "status", buf.status)
+		// (other 4xx), or answered with work already paid for (Waive):
+		// the caller gets the answer and is not charged.
+		log.Info("x402: not settled", "status", buf.status, "waived", waived)
 		buf.writeTo(w)
 		return
 	}
@@ -290,6 +319,9 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 		log.Error("x402: encode receipt", "err", err)
 	} else {
 		buf.header.Set(HeaderPaymentResponse, enc)
+	}
+	if s, ok := ctx.Value(settledKey{}).(*bool); ok {
+		*s = true // runOnce keeps only a settled answer
 	}
 	after.run(true) // before the answer goes out: what it names is kept
 	buf.writeTo(w)

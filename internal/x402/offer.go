@@ -140,7 +140,7 @@ func (o *offer) paymentRequired(publicURL string, r *http.Request, reason string
 			MimeType:    "application/json",
 		},
 		Accepts:    o.accepts(),
-		Extensions: map[string]Extension{"bazaar": o.bazaar},
+		Extensions: map[string]Extension{"bazaar": o.bazaar, ExtensionPaymentIdentifier: paymentIdentifierExtension()},
 	}
 }
 

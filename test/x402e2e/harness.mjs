@@ -28,6 +28,7 @@ import { startFacilitator } from './lib/facilitator.mjs';
 import { startServer } from './lib/server.mjs';
 import { SOLANA_DEVNET, siwxTests } from './lib/siwx.mjs';
 import { SVM_NETWORK, startSvmWorld, svmCases } from './svm-cases.mjs';
+import { paymentIdTests } from './lib/paymentid.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const NETWORK = `eip155:${CHAIN_ID}`;
@@ -486,6 +487,11 @@ async function main() {
   });
 
   await siwxTests({ test, eq, assert, server, payingFetch, token, payer, payTo, network: NETWORK, handlerCalls, sessionId, mcp, client, fac });
+  const mint = async (to, amount) => {
+    const hash = await minter.writeContract({ address: USDC, abi: token.abi, functionName: 'mint', args: [to, amount] });
+    await chainCtx.publicClient.waitForTransactionReceipt({ hash });
+  };
+  await paymentIdTests({ test, eq, assert, server, token, payTo, mint, handlerCalls });
 
   if (await handlerCalls() === null) console.log('# server exposes no run count: run counts were not checked');
 }
