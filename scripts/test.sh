@@ -33,7 +33,9 @@ go test -run '^$' -fuzz '^FuzzCheckRelPath$' -fuzztime "$fuzztime" .
 for target in FuzzParseJSON FuzzDecodeExec FuzzDecodeRunPython; do
   go test -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" ./internal/api
 done
-go test -run '^$' -fuzz '^FuzzDecodePaymentHeader$' -fuzztime "$fuzztime" ./internal/x402
+for target in FuzzDecodePaymentHeader FuzzParseSolanaTx FuzzSVMCheck FuzzSignInProof; do
+  go test -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" ./internal/x402
+done
 
 go run ./bench/soak -n "${SOAK_N:-90}" -c "${SOAK_C:-8}"
 # Three nodes on one Postgres database behind haproxy: each case asserted.

@@ -1,6 +1,7 @@
 package x402
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -34,4 +35,32 @@ func encodeHeaderMust(f *testing.F, v any) string {
 		f.Fatal(err)
 	}
 	return h
+}
+
+// FuzzSignInProof feeds arbitrary SIGN-IN-WITH-X headers to the decoder
+// and to the signature check after it (the address's and signature's
+// parsing, the message's rebuilding): neither may panic, and none of them
+// may pass as signed.
+func FuzzSignInProof(f *testing.F) {
+	f.Add(officialEVMHeader)
+	f.Add(officialSolHeader)
+	f.Add("")
+	f.Add("e30=")
+	var signed []*SignInProof
+	for _, h := range []string{officialEVMHeader, officialSolHeader} {
+		p, err := DecodeSignInHeader(h)
+		if err != nil {
+			f.Fatal(err)
+		}
+		signed = append(signed, p)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		p, err := DecodeSignInHeader(h)
+		if err != nil {
+			return
+		}
+		if addr, e := verifyProof(p); e == nil && !reflect.DeepEqual(p, signed[0]) && !reflect.DeepEqual(p, signed[1]) {
+			t.Fatalf("an arbitrary proof passed as signed by %s: %+v", addr, p)
+		}
+	})
 }
