@@ -146,5 +146,8 @@
 // answer, is an outage: boxer serves, Ready fails (GET /readyz answers 503,
 // so a balancer sends calls elsewhere), and it asks again after 1 s,
 // doubling to every 30 s, and every 5 minutes once it answers. Paid calls
-// during an outage fail as before, uncharged.
+// during an outage fail as before, uncharged. Solana is the exception
+// once serving: a facilitator that stops listing it (or its fee payer)
+// withdraws it from the challenges and leaves the node ready, the EVM
+// payment still working; listed again, it is offered again.
 package x402

@@ -106,7 +106,11 @@ func (p *Payments) CheckFacilitator(ctx context.Context) error {
 	} else {
 		err = p.supports(kinds)
 	}
-	p.health.set(err)
+	if errors.Is(err, errSolanaUnsupported) {
+		p.health.set(nil) // EVM serves on; Solana is withdrawn (supportsSVM)
+	} else {
+		p.health.set(err)
+	}
 	return err
 }
 

@@ -428,16 +428,24 @@ func (p *Payments) supportsSVM(kinds []SupportedKind) error {
 		}
 	}
 	if len(named) == 0 {
+		// Not offered until the facilitator names a fee payer again.
+		p.svmFee.learn(nil)
 		var listed []string
 		for _, k := range kinds {
 			listed = append(listed, k.String())
 		}
 		return fmt.Errorf("%w: %s lists %s, not %s with a fee payer (--x402-solana-network, --x402-facilitator-url)",
-			ErrUnsupported, p.cfg.FacilitatorURL, orNone(strings.Join(listed, ", ")), want)
+			errSolanaUnsupported, p.cfg.FacilitatorURL, orNone(strings.Join(listed, ", ")), want)
 	}
 	p.svmFee.learn(named)
 	return nil
 }
+
+// errSolanaUnsupported is ErrUnsupported for Solana alone. At start it
+// refuses the configuration as any ErrUnsupported does; later (the
+// facilitator stopped listing it) it withdraws Solana from the offers and
+// leaves the node ready, since the EVM payment still works.
+var errSolanaUnsupported = fmt.Errorf("%w (Solana)", ErrUnsupported)
 
 // SolanaFeePayer is the fee payer Solana payments are offered with, as the
 // facilitator last named it; "" while Solana is not offered.

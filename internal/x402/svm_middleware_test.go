@@ -262,3 +262,32 @@ func TestSolanaConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A facilitator that stops listing Solana after the start withdraws it
+// from the offers and leaves the node ready (the EVM payment still
+// works); listed again, it is offered again.
+func TestSVMWithdrawnWhenNoLongerListed(t *testing.T) {
+	rg := newSVMRig(t)
+	fp := rg.w.feePayer.PublicKey().String()
+	if err := rg.pay.CheckFacilitator(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, acc := challengeAccepts(t, rg.do("")); len(acc) != 2 {
+		t.Fatalf("at start: %d accepts, want EVM and Solana", len(acc))
+	}
+	rg.fac.answer(`{"kinds":[{"x402Version":2,"scheme":"exact","network":"eip155:8453"}]}`)
+	err := rg.pay.CheckFacilitator(context.Background())
+	if !errors.Is(err, ErrUnsupported) || rg.pay.Ready() != nil {
+		t.Fatalf("Solana no longer listed: check %v, ready %v; want the check to say so and the node ready", err, rg.pay.Ready())
+	}
+	if _, acc := challengeAccepts(t, rg.do("")); len(acc) != 1 || acc[0]["network"] != "eip155:8453" || rg.pay.SolanaFeePayer() != "" {
+		t.Fatalf("Solana no longer listed: accepts %v, fee payer %q; want EVM alone", acc, rg.pay.SolanaFeePayer())
+	}
+	rg.fac.answer(officialSupported(fp))
+	if err := rg.pay.CheckFacilitator(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, acc := challengeAccepts(t, rg.do("")); len(acc) != 2 || rg.pay.SolanaFeePayer() != fp {
+		t.Fatalf("listed again: %d accepts, fee payer %q", len(acc), rg.pay.SolanaFeePayer())
+	}
+}
