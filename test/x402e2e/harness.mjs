@@ -21,6 +21,7 @@ import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePayment
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { authorizationTypes } from '@x402/evm';
 import { wrapFetchWithPayment } from '@x402/fetch';
+import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-identifier';
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CHAIN_ID, USDC, compileToken, installToken, startChain } from './lib/chain.mjs';
@@ -445,6 +446,32 @@ async function main() {
     eq(r.structuredContent?.stdout, '42\n', 'stdout');
     eq(r._meta?.['x402/payment-response']?.success, true, 'settlement');
     eq(await token.balanceOf(payTo) - before.to, 10000n, 'payTo balance rise');
+  });
+
+  await test('MCP with payment-identifier: a tool call retried with a new payment and the same id is answered once and charged once', async () => {
+    const args = { code: 'import secrets; print(secrets.token_hex(16))' };
+    const id = `pay_mcp_${randomBytes(12).toString('hex')}`;
+    const withId = new x402Client();
+    registerExactEvmScheme(withId, { signer: payer });
+    withId.onBeforePaymentCreation(async ({ paymentRequired }) => {
+      if (paymentRequired.extensions) appendPaymentIdentifierToExtensions(paymentRequired.extensions, id);
+    });
+    const before = await mcpBefore();
+    const call = async () => {
+      const unpaid = await mcp.callTool({ name: 'run_python', arguments: args });
+      eq(unpaid.isError, true, 'isError unpaid');
+      return mcp.callTool({ name: 'run_python', arguments: args,
+        _meta: { 'x402/payment': await withId.createPaymentPayload(unpaid.structuredContent) } });
+    };
+    const first = await call();
+    const again = await call(); // a new signature, the same id: a retry
+    assert(!first.isError && !again.isError, `tool error: ${JSON.stringify(first.content)} / ${JSON.stringify(again.content)}`);
+    assert(/^[0-9a-f]{32}\n$/.test(first.structuredContent?.stdout), `stdout ${first.structuredContent?.stdout}`);
+    eq(again.structuredContent?.stdout, first.structuredContent.stdout, 'the retry gets the first answer');
+    eq(again._meta?.['x402/payment-response']?.transaction, first._meta?.['x402/payment-response']?.transaction, 'the first settlement');
+    eq(await token.balanceOf(payTo) - before.to, 10000n, 'payTo balance rise: one charge');
+    eq(before.from - await token.balanceOf(payer.address), 10000n, 'payer balance fall: one charge');
+    if (before.calls !== null) eq(await handlerCalls(), before.calls + 1, 'handler runs');
   });
 
   // --- sessions: creation and each cell are priced calls -----------------
