@@ -334,6 +334,9 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	if payments.Enabled() {
 		deps.Doc = api.DocInfo{Prices: map[string]string{}, Network: c.Payments.Network, Asset: c.Payments.Asset}
+		if sol := c.Payments.Solana; sol.PayTo != "" {
+			deps.Doc.AlsoPaidOn = []string{fmt.Sprintf("%s (asset %s)", sol.Network, sol.Asset)}
+		}
 		for _, r := range c.Payments.Routes {
 			deps.Doc.Prices[r.Path] = strings.TrimPrefix(r.Price, "$")
 		}
@@ -352,6 +355,7 @@ func (m *Main) Run(ctx context.Context) error {
 		if deps.SignIn, err = signInHook(ctx, c, m); err != nil {
 			return err
 		}
+		deps.Doc.SignIn = deps.SignIn != nil
 	}
 	if c.WebhookSecret != "" {
 		if deps.Webhooks, err = webhook.New(webhook.Config{Secret: []byte(c.WebhookSecret), AllowPrivate: c.WebhookLocal}, m.log); err != nil {

@@ -35,6 +35,9 @@ func llmsTxt(info DocInfo, base string, exec, run limitsDoc) string {
 				w("- Price of %s: $%s a call, paid with x402 (%s, asset %s); free with an API key\n", rd.path, p, info.Network, info.Asset)
 			}
 		}
+		for _, n := range info.AlsoPaidOn {
+			w("- Also payable with x402 on %s, while the facilitator offers it: each 402's accepts lists the networks it takes now\n", n)
+		}
 		w("- x402 discovery: %s%s (each priced route and what its 402 challenge asks for)\n", base, routeDiscovery)
 	case info.KeysRequired:
 		w("- Price: free, with an API key (Authorization: Bearer <key>)\n")
@@ -66,7 +69,7 @@ func llmsTxt(info DocInfo, base string, exec, run limitsDoc) string {
 	}
 
 	w("## Known failure modes\n\n")
-	for _, f := range []string{
+	failures := []string{
 		"The program fails, times out or runs out of memory: still a 200 with a result; read status (ok, nonzero_exit, timeout, oom, signaled), exit_code and stderr",
 		"Output beyond the limit: kept up to it, the rest counted; stdout_truncated or stderr_truncated is true",
 		"Network access from the program: refused, there is no network in the sandbox",
@@ -79,7 +82,11 @@ func llmsTxt(info DocInfo, base string, exec, run limitsDoc) string {
 		"The same job_id with a different request: 409 job_id_conflict; with the same request, the kept result (202 while it runs), not charged again when priced",
 		"A cell sent to a session still running another: 409 session_busy; a session that ended (idle, lifetime, deleted, out of memory): 410 session_ended; one lost when the server holding it stopped or restarted: 410 session_lost; on a cluster any node forwards a session's calls to the node holding it",
 		"A fork of a session that has a thread or process of its own still running, or memory shared with another process: 409 fork_refused; the session goes on unharmed",
-	} {
+	}
+	if info.SignIn {
+		failures = append(failures, "Your own kept job (GET /v1/jobs/{job_id}) or session without paying again (when priced): call it without a key; the 402's sign-in-with-x extension holds a challenge: sign it with the paying address (EIP-4361 for EVM, ed25519 for Solana) and send it in SIGN-IN-WITH-X; a bad, expired or reused proof: 401 sign_in_rejected")
+	}
+	for _, f := range failures {
 		w("- %s\n", f)
 	}
 	return b.String()

@@ -18,6 +18,12 @@ type DocInfo struct {
 	// when payments are off. Network and Asset name what pays them.
 	Prices         map[string]string
 	Network, Asset string
+	// AlsoPaidOn names the other networks a payment may be made on, each
+	// with its asset ("solana:5eyk... (asset EPjF...)").
+	AlsoPaidOn []string
+	// SignIn: a payer may sign in (x402 sign-in-with-x) to reach its own
+	// kept jobs and sessions without paying again.
+	SignIn bool
 	// KeysRequired: callers without an API key are refused (when no
 	// payment is asked of them instead).
 	KeysRequired bool

@@ -75,10 +75,12 @@ func TestMain(m *testing.M) {
 // naming every route, the limits and, when priced, the prices.
 func TestServedDocuments(t *testing.T) {
 	ts := newTestServer(t, Config{}, func(d *Deps) {
-		d.Doc = DocInfo{Prices: map[string]string{"/v1/exec": "0.02", "/v1/run-python": "0.01"}, Network: "eip155:8453", Asset: "0xUSDC"}
+		d.Doc = DocInfo{Prices: map[string]string{"/v1/exec": "0.02", "/v1/run-python": "0.01"}, Network: "eip155:8453", Asset: "0xUSDC",
+			AlsoPaidOn: []string{"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp (asset EPjF)"}, SignIn: true}
 	})
 	rec := ts.do("GET", "/openapi.json", "")
-	want, _ := OpenAPI(DocInfo{Version: "test", Prices: map[string]string{"/v1/exec": "0.02", "/v1/run-python": "0.01"}, Network: "eip155:8453", Asset: "0xUSDC"})
+	want, _ := OpenAPI(DocInfo{Version: "test", Prices: map[string]string{"/v1/exec": "0.02", "/v1/run-python": "0.01"}, Network: "eip155:8453", Asset: "0xUSDC",
+		AlsoPaidOn: []string{"solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp (asset EPjF)"}, SignIn: true})
 	if rec.Code != 200 || rec.Header().Get("Content-Type") != "application/json" || !bytes.Equal(rec.Body.Bytes(), want) {
 		t.Fatalf("GET /openapi.json: %d %s", rec.Code, rec.Header())
 	}
@@ -94,6 +96,8 @@ func TestServedDocuments(t *testing.T) {
 		`curl -s http://example.com/v1/run-python -H 'Content-Type: application/json' -d '{"files":{"main.py":"print(2 + 2)"},"timeout_seconds":10}'`,
 		"409 job_id_conflict",
 		"- x402 discovery: http://example.com/.well-known/x402 (each priced route and what its 402 challenge asks for)",
+		"- Also payable with x402 on solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp (asset EPjF), while the facilitator offers it",
+		"send it in SIGN-IN-WITH-X; a bad, expired or reused proof: 401 sign_in_rejected",
 	} {
 		if !strings.Contains(text, s) {
 			t.Errorf("llms.txt lacks %q", s)
@@ -121,4 +125,15 @@ func TestDiscoveryRoute(t *testing.T) {
 		t.Fatalf("GET /.well-known/x402: %d %s %s", rec.Code, rec.Header(), rec.Body)
 	}
 	wantError(t, ts.do("POST", "/.well-known/x402", "{}"), http.StatusMethodNotAllowed, "method_not_allowed")
+}
+
+// Unpriced, or priced without Solana or sign-in, llms.txt names neither.
+func TestServedDocumentsWithoutSolanaOrSignIn(t *testing.T) {
+	ts := newTestServer(t, Config{}, func(d *Deps) {
+		d.Doc = DocInfo{Prices: map[string]string{"/v1/exec": "0.02"}, Network: "eip155:8453", Asset: "0xUSDC"}
+	})
+	text := ts.do("GET", "/llms.txt", "").Body.String()
+	if strings.Contains(text, "Also payable") || strings.Contains(text, "without paying again (when priced)") {
+		t.Fatalf("llms.txt names Solana or sign-in, which are off:\n%s", text)
+	}
 }

@@ -206,6 +206,8 @@ async function main() {
     eq(JSON.stringify(doc.pagination), JSON.stringify({ limit: 5, offset: 0, total: 5 }), 'pagination');
     const llms = await (await fetch(`${server.url}/llms.txt`)).text();
     assert(llms.includes(`- x402 discovery: ${server.url}/.well-known/x402`), 'llms.txt does not point at the discovery document');
+    assert(llms.includes(`- Also payable with x402 on ${SVM_NETWORK} `), 'llms.txt does not say Solana is offered');
+    assert(llms.includes('send it in SIGN-IN-WITH-X'), 'llms.txt does not say how to sign in');
     for (const it of doc.items) {
       const route = pathOf(it.resource);
       // The challenge a caller gets there, decoded by the official client's code.
