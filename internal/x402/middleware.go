@@ -15,7 +15,45 @@ import (
 	"boxer"
 )
 
-type payerKey struct{}
+// guarded is what Payments.Wrap hands the handler it guards, in the
+// request's context: whose payment it is (PayerOf), whether the handler
+// waives the charge (Waive), and who is to be told the settlement's
+// outcome (AfterSettlement).
+type guarded struct {
+	payer  string
+	waived bool
+
+	mu    sync.Mutex
+	after []func(settled bool)
+	told  bool
+}
+
+type guardKey struct{}
+
+// guardOf is r's guard, nil outside a handler that Payments.Wrap guards.
+func guardOf(r *http.Request) *guarded {
+	g, _ := r.Context().Value(guardKey{}).(*guarded)
+	return g
+}
+
+// PayerOf returns the address of the payer whose verified payment r carries,
+// inside a handler that Payments.Wrap guards; "" elsewhere.
+func PayerOf(r *http.Request) string {
+	if g := guardOf(r); g != nil {
+		return g.payer
+	}
+	return ""
+}
+
+// Waive tells the payment guarding r, inside a handler that Payments.Wrap
+// guards, not to charge the answer: it is work an earlier request paid
+// for (a kept job_id result). The payment is verified, spent and not
+// settled, as for a failed run. Elsewhere it does nothing.
+func Waive(r *http.Request) {
+	if g := guardOf(r); g != nil {
+		g.waived = true
+	}
+}
 
 // AfterSettlement has f told, inside a handler that Payments.Wrap guards,
 // whether the request's payment settled: once, after the handler has
@@ -25,59 +63,29 @@ type payerKey struct{}
 // would leave the payer something to fetch without paying. It reports
 // false, and never calls f, outside such a handler.
 func AfterSettlement(r *http.Request, f func(settled bool)) bool {
-	h, _ := r.Context().Value(settlementKey{}).(*settlementHooks)
-	if h == nil {
+	g := guardOf(r)
+	if g == nil {
 		return false
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.fs = append(h.fs, f)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.after = append(g.after, f)
 	return true
 }
 
-type settlementKey struct{}
-
-// settlementHooks are one request's AfterSettlement functions; run calls
-// them once, the first time.
-type settlementHooks struct {
-	mu   sync.Mutex
-	fs   []func(bool)
-	done bool
-}
-
-func (h *settlementHooks) run(settled bool) {
-	h.mu.Lock()
-	fs, done := h.fs, h.done
-	h.fs, h.done = nil, true
-	h.mu.Unlock()
-	if done {
+// tell calls the AfterSettlement functions with settled, the first time
+// only.
+func (g *guarded) tell(settled bool) {
+	g.mu.Lock()
+	fs, told := g.after, g.told
+	g.after, g.told = nil, true
+	g.mu.Unlock()
+	if told {
 		return
 	}
 	for _, f := range fs {
 		f(settled)
 	}
-}
-
-// waiveKey holds, in a guarded handler's context, the *bool Waive sets;
-// settledKey, in serve's, a *bool serve sets once it has settled.
-type waiveKey struct{}
-type settledKey struct{}
-
-// Waive tells the payment guarding r, inside a handler that Payments.Wrap
-// guards, not to charge the answer: it is work an earlier request paid
-// for (a kept job_id result). The payment is verified, spent and not
-// settled, as for a failed run. Elsewhere it does nothing.
-func Waive(r *http.Request) {
-	if w, ok := r.Context().Value(waiveKey{}).(*bool); ok {
-		*w = true
-	}
-}
-
-// PayerOf returns the address of the payer whose verified payment r carries,
-// inside a handler that Payments.Wrap guards; "" elsewhere.
-func PayerOf(r *http.Request) string {
-	s, _ := r.Context().Value(payerKey{}).(string)
-	return s
 }
 
 // Settlement is one payment that went through, reported to Deps.OnSettled
@@ -214,8 +222,9 @@ func (p *Payments) Wrap(route string, next http.Handler, fail ErrorWriter) http.
 	})
 }
 
-// serve is one request to a priced route; doc.go draws its sequence.
-func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next http.Handler, fail ErrorWriter) {
+// serve is one request to a priced route; doc.go draws its sequence. It
+// reports whether the payment settled.
+func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next http.Handler, fail ErrorWriter) (settled bool) {
 	ctx := r.Context()
 	header := r.Header.Get(HeaderPaymentSignature)
 	if header == "" {
@@ -275,17 +284,15 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 	}
 
 	buf := newBufferedResponse()
-	after := &settlementHooks{}
-	defer after.run(false) // a panic, or any way out below that does not settle
-	waived := false
-	hctx := context.WithValue(context.WithValue(ctx, payerKey{}, payer), settlementKey{}, after)
-	next.ServeHTTP(buf, r.WithContext(context.WithValue(hctx, waiveKey{}, &waived)))
+	g := &guarded{payer: payer}
+	defer g.tell(false) // a panic, or any way out below that does not settle
+	next.ServeHTTP(buf, r.WithContext(context.WithValue(ctx, guardKey{}, g)))
 
-	if !charged(buf.status) || waived {
+	if !charged(buf.status) || g.waived {
 		// boxer failed (5xx), was busy (429) or refused the request
 		// (other 4xx), or answered with work already paid for (Waive):
 		// the caller gets the answer and is not charged.
-		log.Info("x402: not settled", "status", buf.status, "waived", waived)
+		log.Info("x402: not settled", "status", buf.status, "waived", g.waived)
 		buf.writeTo(w)
 		return
 	}
@@ -320,10 +327,7 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 	} else {
 		buf.header.Set(HeaderPaymentResponse, enc)
 	}
-	if s, ok := ctx.Value(settledKey{}).(*bool); ok {
-		*s = true // runOnce keeps only a settled answer
-	}
-	after.run(true) // before the answer goes out: what it names is kept
+	g.tell(true) // before the answer goes out: what it names is kept
 	buf.writeTo(w)
 	log.Info("x402: settled", "tx", sr.Transaction)
 	if p.onSettled != nil {
@@ -332,6 +336,7 @@ func (p *Payments) serve(w http.ResponseWriter, r *http.Request, o *offer, next 
 			Network: receipt.Network, Transaction: sr.Transaction, At: p.now(),
 		})
 	}
+	return true
 }
 
 // ReasonSettlementPending is a facilitator's answer when it broadcast the

@@ -136,7 +136,7 @@ func (p *Payments) answerOnce(w http.ResponseWriter, r *http.Request, o *offer, 
 }
 
 // runOnce serves a claimed id's request and keeps its answer if it was paid
-// for (serve says so through settledKey); otherwise (a failure, a refusal,
+// for (serve reports it); otherwise (a failure, a refusal,
 // an answer with work already paid for, no answer at all because the caller
 // left) the claim is dropped, so that a retry runs.
 func (p *Payments) runOnce(w http.ResponseWriter, r *http.Request, o *offer, next http.Handler, fail ErrorWriter, q *idRequest) {
@@ -154,12 +154,9 @@ func (p *Payments) runOnce(w http.ResponseWriter, r *http.Request, o *offer, nex
 			q.log.Error("x402: release payment id", "err", err)
 		}
 	}()
-	settled := false
-	r = r.WithContext(context.WithValue(r.Context(), settledKey{}, &settled))
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(q.body)), int64(len(q.body))
 	buf := newBufferedResponse()
-	p.serve(buf, r, o, next, fail)
-	if !settled {
+	if !p.serve(buf, r, o, next, fail) {
 		if buf.wroteHeader {
 			buf.writeTo(w)
 		}
