@@ -378,22 +378,27 @@ func (p *Payments) challenge(w http.ResponseWriter, r *http.Request, fail ErrorW
 	if rej.Reason != ReasonMissing {
 		p.log.Debug("x402: payment refused", "route", o.route.Path, "reason", rej.Reason, "message", rej.Message)
 	}
-	pr := o.paymentRequired(p.cfg.PublicURL, r, rej.Reason+": "+rej.Message)
-	h := w.Header()
-	enc, err := EncodeHeader(pr)
-	if err != nil {
-		fail(w, r, boxer.Errorf(boxer.ECodeInternal, "internal error"))
-		return
-	}
-	h.Set(HeaderPaymentRequired, enc)
 	// A browser reads both headers only if CORS exposes them (api.CORS).
 	if settle != nil {
 		s := *settle
 		s.ErrorMessage = "" // facilitator detail stays in the log
 		if enc, err := EncodeHeader(s); err == nil {
-			h.Set(HeaderPaymentResponse, enc)
+			w.Header().Set(HeaderPaymentResponse, enc)
 		}
 	}
+	write402(w, r, fail, o.paymentRequired(p.cfg.PublicURL, r, rej.Reason+": "+rej.Message))
+}
+
+// write402 answers 402 with pr (a PaymentRequired, or sign-in's twin of
+// it) in PAYMENT-REQUIRED and as the JSON body, never to be cached.
+func write402(w http.ResponseWriter, r *http.Request, fail ErrorWriter, pr any) {
+	enc, err := EncodeHeader(pr)
+	if err != nil {
+		fail(w, r, boxer.Errorf(boxer.ECodeInternal, "internal error"))
+		return
+	}
+	h := w.Header()
+	h.Set(HeaderPaymentRequired, enc)
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusPaymentRequired)

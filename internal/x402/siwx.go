@@ -289,17 +289,7 @@ func (s *SignIn) challenge(w http.ResponseWriter, r *http.Request, fail ErrorWri
 		Accepts:     []PaymentRequirements{},
 		Extensions:  map[string]SignInExtension{ExtensionSignInWithX: ext},
 	}
-	enc, err := EncodeHeader(pr)
-	if err != nil {
-		fail(w, r, boxer.Errorf(boxer.ECodeInternal, "internal error"))
-		return
-	}
-	h := w.Header()
-	h.Set(HeaderPaymentRequired, enc)
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusPaymentRequired)
-	_ = json.NewEncoder(w).Encode(pr)
+	write402(w, r, fail, pr)
 }
 
 // isoMillis is JavaScript's Date.toISOString: UTC, milliseconds, Z.
