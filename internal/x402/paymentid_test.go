@@ -562,3 +562,25 @@ func TestWaivedAnswerIsNotCharged(t *testing.T) {
 		t.Fatalf("%d runs, %d verifies, %d settles; want 3, 3, 0", wh.count(), nv, ns)
 	}
 }
+
+// The body a payment id's request is fingerprinted by is read up to
+// MaxBodyBytes: one byte more is 413 before anything is verified, run or
+// settled, and the id stays free; at the bound the request is served.
+func TestPaymentIDBodyBound(t *testing.T) {
+	const limit = 64
+	rg := newIDRig(t, func(c *Config, _ *Deps) { c.PaymentID.MaxBodyBytes = limit })
+	at := `{"code":"` + strings.Repeat("x", limit-len(`{"code":""}`)) + `"}`
+	if len(at) != limit {
+		t.Fatalf("the test's body is %d bytes, want %d", len(at), limit)
+	}
+	over := at[:len(at)-2] + `x"}`
+	const id = "pay_body_bound_0000000001"
+	if w := rg.pay1(t, "/v1/exec", over, id); w.Code != 413 || w.Body.String() != boxer.ECodePayloadTooLarge {
+		t.Fatalf("a body of %d bytes: %d %s; want 413", len(over), w.Code, w.Body)
+	}
+	rg.want(t, "over the bound", 0, 0, 0)
+	if w := rg.pay1(t, "/v1/exec", at, id); w.Code != 200 {
+		t.Fatalf("a body of %d bytes under the same id: %d %s; want 200", len(at), w.Code, w.Body)
+	}
+	rg.want(t, "at the bound", 1, 1, 1)
+}
