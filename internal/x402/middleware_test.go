@@ -140,12 +140,18 @@ func newRigOn(t *testing.T, fac *fakeFacilitator, status int, nonces NonceStore)
 }
 
 func (rg *rig) do(paymentHeader string) *httptest.ResponseRecorder {
+	return postExec(rg.srv, paymentHeader)
+}
+
+// postExec sends srv a POST /v1/exec of print(2 + 2), with paymentHeader
+// in PAYMENT-SIGNATURE unless it is empty.
+func postExec(srv http.Handler, paymentHeader string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodPost, "http://boxer.test/v1/exec", strings.NewReader(`{"code":"print(2 + 2)"}`))
 	if paymentHeader != "" {
 		r.Header.Set(HeaderPaymentSignature, paymentHeader)
 	}
 	w := httptest.NewRecorder()
-	rg.srv.ServeHTTP(w, r)
+	srv.ServeHTTP(w, r)
 	return w
 }
 

@@ -76,13 +76,7 @@ func newSVMRig(t *testing.T) *svmRig {
 }
 
 func (rg *svmRig) do(paymentHeader string) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(http.MethodPost, "http://boxer.test/v1/exec", strings.NewReader(`{"code":"print(2 + 2)"}`))
-	if paymentHeader != "" {
-		r.Header.Set(HeaderPaymentSignature, paymentHeader)
-	}
-	w := httptest.NewRecorder()
-	rg.srv.ServeHTTP(w, r)
-	return w
+	return postExec(rg.srv, paymentHeader)
 }
 
 func challengeAccepts(t *testing.T, w *httptest.ResponseRecorder) (*PaymentRequired, []map[string]any) {
