@@ -89,8 +89,8 @@ func watchHost(t *testing.T, s *testServer, state, data string) *hostWatch {
 	}
 	w.base = prev
 	w.baseFDs = fdList(w.in.PID)
-	t.Logf("quiet host: %d sandbox processes, roots %v, %d cgroups (and %d spare), %d mounts, %d run dirs, %d server descriptors",
-		w.base.Procs, w.base.Roots, w.base.Cgroups, w.base.SpareCgroups, w.base.Mounts, w.base.RunDirs, total(w.base.FDs))
+	t.Logf("quiet host: %d sandbox processes, roots %v, %d cgroups (and %d spare), %d mounts, %d run dirs, %d server descriptors (and %d network namespaces held)",
+		w.base.Procs, w.base.Roots, w.base.Cgroups, w.base.SpareCgroups, w.base.Mounts, w.base.RunDirs, total(w.base.FDs), w.base.HeldNets)
 	return w
 }
 

@@ -40,9 +40,17 @@ type Footprint struct {
 	// internal/cgroup's held) are not counted in FDs while the cgroup is
 	// there. A descriptor to a cgroup that is gone is: that is a leak.
 	SpareCgroups int
-	Mounts       int            // host mounts below the state dir
-	RunDirs      int            // entries of the state dir's runs/
-	FDs          map[string]int // the server's open descriptors by target, inode numbers cut ("pipe:[]"), but those below DataDir
+	// HeldNets counts the network namespaces the server holds for warm
+	// slots (internal/sandbox's heldNet): a ready child's, and one a job
+	// left untouched, kept for its slot's next child, at most one a slot.
+	// Like spare cgroups they grow with the slots used: Diff leaves them
+	// out, and the descriptors to them and to the /proc/PID/net files read
+	// with them are not counted in FDs. internal/sandbox's
+	// TestWarmNetnsKeptOnlyUntouched checks that none is left over.
+	HeldNets int
+	Mounts   int            // host mounts below the state dir
+	RunDirs  int            // entries of the state dir's runs/
+	FDs      map[string]int // the server's open descriptors by target, inode numbers cut ("pipe:[]"), but those below DataDir
 }
 
 // Snapshot reads in's footprint from /proc, /sys/fs/cgroup and the state
@@ -72,6 +80,12 @@ func Snapshot(in Instance) Footprint {
 	f.RunDirs = len(runs)
 	for _, t := range Descriptors(in.PID) {
 		if in.DataDir != "" && strings.HasPrefix(t, in.DataDir+"/") {
+			continue
+		}
+		if netHold(t) {
+			if strings.HasPrefix(t, "net:[") {
+				f.HeldNets++
+			}
 			continue
 		}
 		if dir, ok := warmCgroupOf(t, in.CgroupName); ok {
@@ -108,6 +122,17 @@ func warmCgroupOf(target, base string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// netHold reports whether target, a descriptor's, is a held network
+// namespace ("net:[N]") or one of the /proc/PID/net files read with it.
+func netHold(target string) bool {
+	if strings.HasPrefix(target, "net:[") {
+		return true
+	}
+	pid, rest, ok := strings.Cut(strings.TrimPrefix(target, "/proc/"), "/")
+	_, err := strconv.Atoi(pid)
+	return ok && err == nil && strings.HasPrefix(target, "/proc/") && strings.HasPrefix(rest, "net/")
 }
 
 // Descriptors maps each open descriptor of process pid to what it refers

@@ -16,7 +16,7 @@
 // (file, process, environment, module state, tmpfs) exists for job N+1,
 // which runs in another child forked from the untouched zygote.
 //
-// One kernel object outlives its child: the cgroup of the child's slot
+// Two kernel objects may outlive their child. One is the cgroup of the child's slot
 // (its uid), which the slot's next child gets once cgroup.Cgroup.Reset
 // has emptied it, reclaimed the memory its last job left charged and
 // restarted its figures (internal/sandbox's
@@ -26,13 +26,18 @@
 // saves the making and removal of a cgroup per job: in bench/service, with
 // the hot control files held open as well, the machine's CPU per
 // print(2+2) fell from 9.7 to 8.3 ms and boxer's own from 3.3 to 2.4 ms
-// (2026-12-02). The network namespace is not reused, though it is the
-// dearest of the rest (about 11% of the machine's CPU under load, its
-// cleanup included): what a job leaves in one outlives its processes and
+// (2026-12-02). The other is the network namespace, kept for the slot's
+// next child only when its job left it untouched (internal/sandbox's
+// heldNet): no packet, no failed connect, no socket or flow label left
+// behind, by the counters and tables of /proc/net read before and after.
+// What a job that used the network leaves outlives its processes and
 // cannot be reset by boxer (TIME_WAIT sockets on loopback, which the next
 // job sees in /proc/net/tcp and in a refused bind; the interface and
 // protocol counters of /proc/net/dev and /proc/net/snmp, also readable
-// over netlink).
+// over netlink), so such a namespace is torn down and the next child makes
+// a fresh one (TestWarmNetnsKeptOnlyUntouched tries each way to leave
+// something). Made and torn down per job, the namespace was the dearest
+// of the rest: about 15% of the machine's CPU per print(2+2) under load.
 //
 // Why fork from a zygote rather than keep fresh sandboxes with cold
 // interpreters waiting: on a 2-core host a fresh interpreter costs 20 to

@@ -146,7 +146,7 @@ while f:
     f = f.f_back
 print([f.f_code.co_name for f in frames], frames[2].f_locals["req"][0] == os.getuid(), len(frames[2].f_locals["req"]))
 `, boxer.Limits{}))
-		wantStdout(t, res, "['<module>', '_run', '_child', '<module>'] True 4\n")
+		wantStdout(t, res, "['<module>', '_run', '_child', '<module>'] True 5\n")
 	}
 }
 

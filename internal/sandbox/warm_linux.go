@@ -37,10 +37,12 @@ type Warm struct {
 	cg   cgroup.Cgroup
 	conn *net.UnixConn
 	work int // dirfd of the child's /work; keeps the tmpfs alive after the child
-	// nsfds hold the child's own namespaces, so that its exit does not
-	// tear them down (a network namespace alone costs a millisecond or
-	// more): Destroy does, after the result is out.
+	// nsfds hold the child's own mount and IPC namespaces, so that its
+	// exit does not tear them down: Destroy does, after the result is
+	// out. net holds its network namespace, which Destroy keeps for the
+	// slot's next child if the job left it untouched (see heldNet).
 	nsfds []int
+	net   *heldNet
 	// pidfd is the child's pid 1, which holds its address space so that
 	// the job's exit is not held up by the teardown, to kill it without the
 	// freezer; job is the job's process, pid 2, and jobPid its pid.
@@ -73,7 +75,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	}
 	e := z.e
 	z.live.Add(1)
-	w := &Warm{z: z, id: "w" + newID(), slot: free.slot, cg: free.cg, work: -1, pidfd: -1, disk: e.cfg.Limits.DiskBytes}
+	w := &Warm{z: z, id: "w" + newID(), slot: free.slot, cg: free.cg, net: free.net, work: -1, pidfd: -1, disk: e.cfg.Limits.DiskBytes}
 	defer func() {
 		if retErr != nil {
 			w.Destroy()
@@ -124,6 +126,9 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	w.err, w.child = errR, append(w.child, errW)
 
 	req := warm.ForkRequest{UID: int64(UID + w.slot), InitUID: int64(UID + z.nslots + w.slot), DiskBytes: w.disk, Inodes: e.cfg.TmpInodes}
+	if w.net == nil {
+		req.FreshNet = 1
+	}
 	// The zygote reports pid 1's exit once it has reaped it: the job's
 	// status is its process's (see Run), and Destroy waits for the reap.
 	if w.exited, err = z.fork(req, childSock); err != nil {
@@ -141,10 +146,18 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	if w.pidfd, err = unix.PidfdOpen(pid, 0); err != nil {
 		return nil, fmt.Errorf("pidfd of warm child: %w", err)
 	}
+	var joinNet []int // the namespace to join, sent with go
+	if w.net == nil {
+		if w.net, err = holdNet(pid); err != nil {
+			return nil, fmt.Errorf("hold warm child's network namespace: %w", err)
+		}
+	} else {
+		joinNet = []int{w.net.fd}
+	}
 	if err := w.cg.Add(pid); err != nil {
 		return nil, fmt.Errorf("move warm child into its cgroup: %w", err)
 	}
-	if err := w.send(warm.Msg{Op: warm.OpGo}); err != nil {
+	if err := w.send(warm.Msg{Op: warm.OpGo}, joinNet...); err != nil {
 		return nil, err
 	}
 	ready, err := w.recv(ctx)
@@ -176,7 +189,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 		return nil, fmt.Errorf("warm child's namespaces: %w", err)
 	}
 	defer unix.Close(nsdir)
-	for _, ns := range []string{"net", "ipc", "mnt"} {
+	for _, ns := range []string{"ipc", "mnt"} {
 		fd, err := unix.Openat(nsdir, ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return nil, fmt.Errorf("hold warm child's %s namespace: %w", ns, err)
@@ -186,9 +199,14 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	return w, nil
 }
 
-func (w *Warm) send(m warm.Msg) error {
+// send sends m to the child, with fds if any.
+func (w *Warm) send(m warm.Msg, fds ...int) error {
 	b, _ := json.Marshal(m)
-	if _, err := w.conn.Write(b); err != nil {
+	var rights []byte
+	if len(fds) > 0 {
+		rights = unix.UnixRights(fds...)
+	}
+	if _, _, err := w.conn.WriteMsgUnix(b, rights, nil); err != nil {
 		return fmt.Errorf("warm child: send: %w", err)
 	}
 	return nil
@@ -500,12 +518,15 @@ func (w *Warm) destroy() {
 	// it leaves the cgroup's freezer, slow on v1, only for whatever else
 	// the job left, and its emptiness to one read: a zombie still counts in
 	// pids.current, though no cgroup.procs lists it.
+	// Its namespaces are empty once pid 1 is reaped: its death kills and
+	// reaps every other process of its PID namespace first.
+	empty := false
 	if w.pidfd >= 0 {
 		_ = unix.PidfdSendSignal(w.pidfd, unix.SIGKILL, nil, 0)
 		if w.exited != nil {
 			t := time.NewTimer(time.Second)
 			select {
-			case <-w.exited:
+			case _, empty = <-w.exited:
 			case <-t.C:
 			}
 			t.Stop()
@@ -542,8 +563,12 @@ func (w *Warm) destroy() {
 	if w.job != nil {
 		w.job.Close()
 	}
+	if w.net != nil && (leaked || !empty || !w.net.untouched()) {
+		w.net.close() // torn down by the kernel's workers, in the background
+		w.net = nil
+	}
 	if !leaked {
-		w.z.releaseSlot(w.slot, w.cg)
+		w.z.releaseSlot(w.slot, w.cg, w.net)
 	}
 	w.z.live.Done()
 }

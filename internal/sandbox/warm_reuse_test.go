@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,4 +164,142 @@ func TestWarmSlotsLastFreedFirst(t *testing.T) {
 	if len(used) != 1 {
 		t.Fatalf("four children one after another used slots %v of %d", used, z.nslots)
 	}
+}
+
+// A warm slot's network namespace serves its next child only if its job
+// left nothing in it (see heldNet). Each case below is a job that tries to
+// leave something: after it, the next job must see what a new namespace
+// shows (the probe's view, against its view in the slot's first
+// namespace), whatever the pool did. The jobs that leave nothing must see
+// their namespace kept, so that the test covers what runs.
+func TestWarmNetnsKeptOnlyUntouched(t *testing.T) {
+	e := newTestEngine(t, nil)
+	ctx := context.Background()
+	z, err := e.StartZygote(ctx, ZygoteConfig{Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	// run runs code on the slot's next child and returns the identity of
+	// its network namespace (its first line of output) and the rest.
+	run := func(code string) (string, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, slow(time.Minute))
+		defer cancel()
+		w, err := z.Prepare(ctx)
+		if err != nil {
+			t.Fatalf("Prepare: %v", err)
+		}
+		defer w.Destroy()
+		res, err := w.Run(ctx, pyJob("import os\nprint(os.readlink('/proc/self/ns/net'), flush=True)\n"+code, boxer.Limits{}))
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if res.Status != boxer.StatusOK || res.ExitCode != 0 {
+			t.Fatalf("job: %s, exit %d, stderr %q", res.Status, res.ExitCode, res.Stderr.Data)
+		}
+		id, rest, _ := strings.Cut(string(res.Stdout.Data), "\n")
+		return id, rest
+	}
+	// What a job sees of its namespace: every file of /proc/net where an
+	// earlier job's traces would show.
+	const probe = `
+for name in ("dev", "snmp", "snmp6", "netstat", "sockstat6", "tcp", "tcp6", "unix", "ip6_flowlabel"):
+    with open("/proc/net/" + name) as f:
+        print("==", name)
+        print(f.read())
+with open("/proc/net/sockstat") as f:  # but the machine's count of TCP sockets
+    print("\n".join(" ".join(l.split()[:-4]) if l.startswith("TCP:") else l for l in f.read().splitlines()))
+`
+	first, _ := run("")
+	base, pristine := run(probe)
+	if base != first {
+		t.Fatalf("a job that did nothing left its namespace %s, and the next job got %s: nothing is kept, the test covers nothing", first, base)
+	}
+	for _, c := range []struct {
+		name string
+		code string
+		keep bool // the namespace may serve the next job
+	}{
+		{"nothing", `print("ok")`, true},
+		{"a listener and a socket never connected", `
+import socket
+s = socket.create_server(("127.0.0.1", 0))
+c = socket.socket(socket.AF_INET6)
+c.bind(("::1", 0))
+`, true},
+		{"a connection on loopback (TIME_WAIT)", `
+import socket
+s = socket.create_server(("127.0.0.1", 0))
+c = socket.create_connection(s.getsockname())
+a, _ = s.accept()
+c.sendall(b"x" * 1000)
+print(a.recv(10))
+c.close(); a.close()
+`, false},
+		{"a connect with no route", `
+import socket
+try:
+    socket.create_connection(("192.0.2.1", 9), timeout=5)
+except OSError as e:
+    print("refused", e.errno)
+`, false},
+		{"an IPv6 connect with no route", `
+import socket
+try:
+    socket.create_connection(("2001:db8::1", 9), timeout=5)
+except OSError as e:
+    print("refused", e.errno)
+`, false},
+		{"an abstract unix socket in flight in a cycle", `
+import socket
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(b"\0boxer-left-behind")
+s.listen()
+a, b = socket.socketpair()
+socket.send_fds(a, [b"x"], [s.fileno(), a.fileno(), b.fileno()])
+`, false},
+		{"a lingering IPv6 flow label", `
+import socket, struct
+c = socket.socket(socket.AF_INET6)
+# struct in6_flowlabel_req: dst, label, action GET, share EXCL, flags CREATE, expires, linger
+req = socket.inet_pton(socket.AF_INET6, "::1") + struct.pack("!I", 0x12345) + struct.pack("=BBHHHI", 0, 1, 1, 60, 60, 0)
+c.setsockopt(socket.IPPROTO_IPV6, 32, req)
+with open("/proc/net/ip6_flowlabel") as f:
+    assert "12345" in f.read().lower(), "no flow label made"
+`, false},
+	} {
+		id, out := run(c.code)
+		next, view := run(probe)
+		if view != pristine {
+			t.Errorf("%s (%q): the next job sees\n%s\nnot what a new namespace shows:\n%s", c.name, out, view, pristine)
+		}
+		if kept := next == id; c.keep && !kept {
+			t.Errorf("%s: its namespace %s was not kept (the next job's is %s)", c.name, id, next)
+		}
+	}
+	// One slot holds one namespace at most: one not kept was closed.
+	if n := heldNets(t); n != 1 {
+		t.Errorf("the test holds %d network namespaces, want the slot's one", n)
+	}
+	z.Close()
+	if n := heldNets(t); n != 0 {
+		t.Errorf("the test holds %d network namespaces after the zygote's Close", n)
+	}
+}
+
+// heldNets counts this process's descriptors to network namespaces.
+func heldNets(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(target, "net:[") {
+			n++
+		}
+	}
+	return n
 }

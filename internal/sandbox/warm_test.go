@@ -630,7 +630,7 @@ func TestZygoteRefusesRootUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ours.Close()
-	exit, err := z.fork(warm.ForkRequest{UID: 0, InitUID: 1001, DiskBytes: 1 << 20, Inodes: 16}, theirs)
+	exit, err := z.fork(warm.ForkRequest{UID: 0, InitUID: 1001, DiskBytes: 1 << 20, Inodes: 16, FreshNet: 1}, theirs)
 	theirs.Close()
 	if err != nil {
 		t.Fatalf("fork: %v", err)

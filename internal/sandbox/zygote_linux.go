@@ -185,7 +185,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	}()
 	z.freeSlots = make([]freeSlot, 0, cfg.Slots)
 	for i := cfg.Slots - 1; i >= 0; i-- {
-		z.releaseSlot(i, nil)
+		z.releaseSlot(i, nil, nil)
 	}
 	job := nsinit.Job{
 		Path:        e.runtime.Path,
@@ -410,6 +410,9 @@ func (z *Zygote) Close() {
 		z.freeSlots = nil
 		z.freeMu.Unlock()
 		for _, f := range free {
+			if f.net != nil {
+				f.net.close()
+			}
 			if f.cg == nil {
 				continue
 			}
@@ -421,11 +424,13 @@ func (z *Zygote) Close() {
 	})
 }
 
-// freeSlot is a free child slot and the cgroup its last child had, reset
-// for the next; nil if it has none.
+// freeSlot is a free child slot, the cgroup its last child had, reset for
+// the next, and that child's network namespace, which its job left
+// untouched (see heldNet); either nil if it has none.
 type freeSlot struct {
 	slot int
 	cg   cgroup.Cgroup
+	net  *heldNet
 }
 
 // takeSlot waits for a free slot and takes the one freed last, with its
@@ -449,16 +454,20 @@ func (z *Zygote) takeSlot(ctx context.Context) (freeSlot, error) {
 }
 
 // releaseSlot frees slot for the next child, with cg, its last child's
-// cgroup, when that could be Reset (else nil). Once z is closed, cg is
-// destroyed instead.
-func (z *Zygote) releaseSlot(slot int, cg cgroup.Cgroup) {
+// cgroup, when that could be Reset (else nil), and net, its network
+// namespace, when untouched (else nil). Once z is closed, cg is destroyed
+// and net closed instead.
+func (z *Zygote) releaseSlot(slot int, cg cgroup.Cgroup, net *heldNet) {
 	z.freeMu.Lock()
 	closed := z.freeSlots == nil
 	if !closed {
-		z.freeSlots = append(z.freeSlots, freeSlot{slot, cg})
+		z.freeSlots = append(z.freeSlots, freeSlot{slot, cg, net})
 	}
 	z.freeMu.Unlock()
 	if closed {
+		if net != nil {
+			net.close()
+		}
 		if cg != nil {
 			if err := cg.Destroy(); err != nil {
 				z.e.log.Error("destroy warm slot cgroup", "cgroup", cg.Path(), "err", err)

@@ -19,9 +19,11 @@ const (
 // Zygote returns the policy of a warm pool's zygote: Default, plus
 //   - the unshare, mount and umount2 calls it needs to give each forked
 //     child its own namespaces, /proc and tmpfs mounts before the child
-//     installs Default on top of it, and setns for a PID namespace alone,
-//     to return to its own before it makes the next child's (zygote.py's
-//     _fork);
+//     installs Default on top of it; setns for a PID namespace, to return
+//     to its own before it makes the next child's (zygote.py's _fork), and
+//     for a network namespace, for a child to join the one boxer kept
+//     from the slot's last child (_enter_net; boxer alone can hand it
+//     one); no other kind;
 //   - io_uring_setup, and io_uring_register for registering buffers and
 //     the ring's own descriptor alone, with which the zygote pins the
 //     pages its children write so that every fork copies them at once
@@ -42,6 +44,7 @@ func Zygote() Policy {
 		}},
 		unix.SYS_SETNS: {Nr: unix.SYS_SETNS, Action: Errno(unix.EPERM), Checks: []Check{
 			{Arg: 1, Op: Equal, Value: unix.CLONE_NEWPID, Action: Allow},
+			{Arg: 1, Op: Equal, Value: unix.CLONE_NEWNET, Action: Allow},
 		}},
 		unix.SYS_MOUNT:          {Nr: unix.SYS_MOUNT, Action: Allow},
 		unix.SYS_UMOUNT2:        {Nr: unix.SYS_UMOUNT2, Action: Allow},

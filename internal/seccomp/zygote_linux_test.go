@@ -40,8 +40,9 @@ func TestZygotePolicy(t *testing.T) {
 		t.Errorf("unshare: %+v", u)
 	}
 	vm := program(t, z)
-	for nstype, want := range map[uint64]Action{unix.CLONE_NEWPID: Allow, 0: eperm, unix.CLONE_NEWNS: eperm,
-		unix.CLONE_NEWUSER: eperm, unix.CLONE_NEWPID | unix.CLONE_NEWNS: eperm} {
+	for nstype, want := range map[uint64]Action{unix.CLONE_NEWPID: Allow, unix.CLONE_NEWNET: Allow, 0: eperm, unix.CLONE_NEWNS: eperm,
+		unix.CLONE_NEWUSER: eperm, unix.CLONE_NEWPID | unix.CLONE_NEWNS: eperm, unix.CLONE_NEWNET | unix.CLONE_NEWNS: eperm,
+		unix.CLONE_NEWIPC: eperm, unix.CLONE_NEWCGROUP: eperm} {
 		if got := run(t, vm, z.Arch, unix.SYS_SETNS, 3, nstype); got != want {
 			t.Errorf("setns(fd, %#x) = %v, want %v", nstype, got, want)
 		}

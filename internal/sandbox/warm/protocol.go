@@ -25,7 +25,7 @@
 //
 // Every message is one SOCK_SEQPACKET packet. Most are a JSON Msg; the job
 // is a JSON Job. Two are not JSON: the zygote's Config, lines it reads
-// before it may import json, and the ForkRequest, five integers the
+// before it may import json, and the ForkRequest, six integers the
 // zygote's loop unpacks into one reused buffer (every page the loop writes
 // is a copy-on-write fault after each fork).
 //
@@ -56,13 +56,15 @@
 // process, pid 2, which pid 1 clones (_drop). On its job socket:
 //
 //	boxer                                    pid 1 (forked by the zygote)
-//	                                         setsid: a session of its own
+//	                                         setsid: a session of its own;
+//	                                         FreshNet: unshare net ns, lo up
 //	                                   <-    Msg OpHello, with SCM_CREDENTIALS
 //	move pid 1 (pid from the credentials)
 //	into its cgroup
-//	Msg OpGo                           ->    unshare mount/IPC/net/cgroup ns,
-//	                                         its own /proc, tmpfs /work /tmp
-//	                                         /dev/shm, lo up, setresuid (no
+//	Msg OpGo (+ a net ns fd unless     ->    join that net ns; unshare mount/
+//	FreshNet)                                IPC/cgroup ns, its own /proc,
+//	                                         tmpfs /work /tmp /dev/shm,
+//	                                         setresuid (no
 //	                                         caps), seccomp, clone pid 2 and
 //	                                         wait for its exit or exec
 //	                                         pid 2: setsid, setresuid
@@ -132,7 +134,7 @@ func (c Config) Marshal() ([]byte, error) {
 	return []byte(strings.Join(lines, "\n")), nil
 }
 
-// ForkRequest asks the zygote for one child. It travels as five
+// ForkRequest asks the zygote for one child. It travels as six
 // little-endian int64s in field order (zygote.py's _FORK_REQ), with the
 // child's job socket as its one descriptor.
 type ForkRequest struct {
@@ -141,12 +143,16 @@ type ForkRequest struct {
 	InitUID   int64 // the child's pid 1's (see _drop in zygote.py)
 	DiskBytes int64 // the size of the child's /work and /tmp
 	Inodes    int64 // and their inodes
+	// FreshNet is 1 if the child makes its own network namespace before
+	// its hello, 0 if boxer sends it one to join with OpGo (an earlier
+	// child's, which its job left untouched).
+	FreshNet int64
 }
 
 // Marshal encodes r.
 func (r ForkRequest) Marshal() []byte {
-	b := make([]byte, 0, 40)
-	for _, v := range [...]int64{r.ID, r.UID, r.InitUID, r.DiskBytes, r.Inodes} {
+	b := make([]byte, 0, 48)
+	for _, v := range [...]int64{r.ID, r.UID, r.InitUID, r.DiskBytes, r.Inodes, r.FreshNet} {
 		b = binary.LittleEndian.AppendUint64(b, uint64(v))
 	}
 	return b

@@ -166,10 +166,35 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+def _fresh_net():
+    """Gives this child a network namespace of its own, loopback up. Done
+    before hello, while the child is still in the zygote's cgroup: the
+    namespace's kernel memory is charged there, not to the slot's cgroup,
+    because boxer may hold the namespace for the slot's next child (see
+    heldNet in netns_linux.go), and a reused cgroup must start at zero."""
+    _check(_libc.unshare(CLONE_NEWNET), "unshare a network namespace")
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # datagram sockets are refused
+    ifr = fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sH14x", b"lo", 0))
+    up = struct.unpack("16sH14x", ifr)[1] | IFF_UP
+    fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", up))
+    s.close()
+
+
+def _enter_net(fds):
+    """Joins the network namespace boxer sent with go: an earlier child's,
+    which its job left untouched (see heldNet in netns_linux.go)."""
+    if len(fds) != 1:
+        raise RuntimeError("go came with %d descriptors, want the network namespace" % len(fds))
+    _check(_libc.setns(fds[0], CLONE_NEWNET), "join the network namespace")
+    os.close(fds[0])
+
+
 def _isolate(uid, disk_bytes, inodes):
-    """Gives this child its own namespaces and tmpfs mounts (as the user
-    namespace's root), returns a directory fd of its work dir."""
-    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWCGROUP), "unshare")
+    """Gives this child its own mount, IPC and cgroup namespaces and tmpfs
+    mounts (as the user namespace's root), returns a directory fd of its
+    work dir. Its network namespace it has already (_fresh_net or
+    _enter_net)."""
+    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWCGROUP), "unshare")
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
     _mount_proc()
     flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
@@ -177,11 +202,6 @@ def _isolate(uid, disk_bytes, inodes):
     tmp = "size=%d,nr_inodes=%d,mode=1777" % (disk_bytes, inodes)
     for path, opts in (("/work", work), ("/tmp", tmp), ("/dev/shm", tmp)):
         _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", flags, opts.encode()), "mount " + path)
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # datagram sockets are refused
-    ifr = fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sH14x", b"lo", 0))
-    up = struct.unpack("16sH14x", ifr)[1] | IFF_UP
-    fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", up))
-    s.close()
     os.chdir("/work")
     return os.open("/work", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
 
@@ -339,7 +359,9 @@ def _child(req, job_fd, fprog, drop):
         # them.
         os.setsid()
         _signal.signal(_signal.SIGHUP, _signal.SIG_DFL)
-        uid, init_uid, disk_bytes, inodes = req
+        uid, init_uid, disk_bytes, inodes, fresh_net = req
+        if fresh_net:
+            _fresh_net()
         CTRL.detach()  # fd 3 becomes the job socket; the control socket is the zygote's
         null = os.open("/dev/null", os.O_RDWR)
         # The job's stdin, stdout and stderr come with the job, so that pid
@@ -353,8 +375,15 @@ def _child(req, job_fd, fprog, drop):
         # Fixed messages are fixed bytes: every page of json a child touches
         # is a copy-on-write fault (see internal/pool's doc).
         sock.send(_HELLO)
-        if not sock.recv(64):  # "go": boxer has moved us into our cgroup
+        # "go": boxer has moved us into our cgroup. It comes with a
+        # network namespace to join when the request asked for none.
+        go, fds, _, _ = socket.recv_fds(sock, 64, 1)
+        if not go:
             os._exit(0)
+        if not fresh_net:
+            _enter_net(fds)
+        elif fds:
+            raise RuntimeError("go came with a network namespace, and this child has its own")
         wfd = _isolate(uid, disk_bytes, inodes)
         _drop(uid, init_uid, fprog)
         _fresh_child()
@@ -453,7 +482,7 @@ def _learn(fprog, drop):
         global _ON_FINALIZE
         _ON_FINALIZE = report
         uid = _job_uid()
-        raise _Forked((uid, uid + 1, 1 << 20, 16), theirs.detach(), fprog, drop)  # a child's path, to _start
+        raise _Forked((uid, uid + 1, 1 << 20, 16, 1), theirs.detach(), fprog, drop)  # a child's path, to _start
     theirs.close()
     ours.settimeout(30)  # the sample's set-up takes milliseconds
     null = os.open("/dev/null", os.O_RDWR)
@@ -708,11 +737,12 @@ def main():
     _serve(fprog, drop)
 
 
-# A fork request: five little-endian int64s, as ForkRequest in protocol.go
+# A fork request: six little-endian int64s, as ForkRequest in protocol.go
 # marshals them: the request's id, the job's uid, its pid 1's uid (see
-# _drop), and its tmpfs size in bytes and in inodes. Replies are formatted
-# bytes, not json.dumps.
-_FORK_REQ = struct.Struct("<5q")
+# _drop), its tmpfs size in bytes and in inodes, and 1 if the child makes
+# its own network namespace (0: boxer sends one with go). Replies are
+# formatted bytes, not json.dumps.
+_FORK_REQ = struct.Struct("<6q")
 _FORKED = b'{"op":"forked","pid":%d,"id":%d}'
 _EXITED = b'{"op":"exited","pid":%d,"status":%d}'
 _REFUSED = b'{"op":"error","msg":"malformed fork request: %d bytes, %d descriptors, flags %#x"}'

@@ -1,0 +1,139 @@
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// A warm child's network namespace is the dearest kernel object it has:
+// made with its loopback up, then torn down by the kernel's workers, it
+// cost about 15% of the machine's CPU per print(2+2) under load (perf,
+// 2026-12-03: copy_net_ns 7.8%, cleanup_net 5.8%, and RCU callbacks). So
+// a slot keeps its child's namespace for its next child, as it keeps its
+// cgroup, but only when the job left nothing in it. Nothing can reset a
+// namespace a job used: TIME_WAIT sockets on loopback, which the next job
+// sees in /proc/net/tcp and in a refused bind, and the counters of
+// /proc/net/dev, snmp and netstat, readable over netlink too, outlive its
+// processes. A namespace whose job used the network is torn down as
+// before, and the slot's next child makes a fresh one.
+//
+// "Left nothing" is what the kernel shows of the namespace, read through
+// files opened while it was new, against what they showed then (untouched):
+//
+//   - dev, snmp, snmp6, netstat: every packet on loopback (the only
+//     interface), and every attempt that failed before one (a connect
+//     with no route counts OutNoRoutes), moves a counter. TCP's lasting
+//     state (TIME_WAIT, orphans, its metrics cache, fast-open cookies)
+//     comes only from packets.
+//   - unix: a socket left behind by its processes (kept alive by a
+//     descriptor in flight in a cycle, until the collector gets to it)
+//     holds its abstract name in the namespace.
+//   - ip6_flowlabel: a flow label lingers for seconds after its socket.
+//
+// The seccomp filter leaves a job only stream sockets of AF_INET and
+// AF_INET6 and AF_UNIX ones (no UDP, ICMP, raw or netlink); the job has no
+// capability over the namespace (it is unprivileged, and the namespace
+// belongs to the zygote's user namespace), so it can change no interface,
+// route, address, rule or sysctl. What an untouched namespace still
+// shares with its next child is its identity (its inode in /proc/PID/ns,
+// its cookie), as a reused cgroup shares its path: nothing a job wrote.
+// TestWarmNetnsKeptOnlyUntouched tries each way to leave something.
+
+// netStateFiles are the files of /proc/PID/net whose contents untouched
+// compares. One the kernel has not (IPv6 disabled) is left out: there is
+// nothing of it to leave.
+var netStateFiles = []string{"dev", "snmp", "snmp6", "netstat", "unix", "ip6_flowlabel"}
+
+// netStateMax bounds each file's read. A pristine namespace's largest,
+// snmp6, is some 5 KiB; a file longer than this is not pristine.
+const netStateMax = 32 << 10
+
+// heldNet is a network namespace boxer holds for its slot's next child.
+type heldNet struct {
+	fd       int      // the namespace
+	files    []int    // its netStateFiles, opened while it was new
+	pristine [][]byte // and what they said then
+}
+
+// holdNet holds the network namespace of process pid, which must be new
+// (nothing has run in it yet), and notes its state.
+func holdNet(pid int) (_ *heldNet, retErr error) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	fd, err := unix.Open(dir+"/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	n := &heldNet{fd: fd}
+	defer func() {
+		if retErr != nil {
+			n.close()
+		}
+	}()
+	buf := make([]byte, netStateMax)
+	for _, name := range netStateFiles {
+		// The open file holds the namespace it was opened in, and reads
+		// it anew from offset 0, after pid is gone too.
+		f, err := unix.Open(dir+"/net/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		n.files = append(n.files, f)
+		b, err := readAt0(f, buf)
+		if err != nil {
+			return nil, err
+		}
+		n.pristine = append(n.pristine, bytes.Clone(b))
+	}
+	return n, nil
+}
+
+// untouched reports whether the namespace shows what it showed when it was
+// new. Call it once no process is left in it.
+func (n *heldNet) untouched() bool {
+	buf := make([]byte, netStateMax)
+	for i, f := range n.files {
+		b, err := readAt0(f, buf)
+		if err != nil || !bytes.Equal(b, n.pristine[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// readAt0 reads a file of /proc whole into buf from its start, failing
+// if it does not fit. A read of a seq_file ends at a page or a record, so
+// it reads until the end.
+func readAt0(fd int, buf []byte) ([]byte, error) {
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return nil, err
+	}
+	n := 0
+	for {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m == 0 {
+			return buf[:n], nil
+		}
+		if n += m; n == len(buf) {
+			return nil, errors.New("longer than the read")
+		}
+	}
+}
+
+func (n *heldNet) close() {
+	for _, f := range n.files {
+		unix.Close(f)
+	}
+	unix.Close(n.fd)
+}
