@@ -37,12 +37,12 @@ type Warm struct {
 	cg   cgroup.Cgroup
 	conn *net.UnixConn
 	work int // dirfd of the child's /work; keeps the tmpfs alive after the child
-	// nsfds hold the child's own mount and IPC namespaces, so that its
-	// exit does not tear them down: Destroy does, after the result is
-	// out. net holds its network namespace, which Destroy keeps for the
-	// slot's next child if the job left it untouched (see heldNet).
-	nsfds []int
-	net   *heldNet
+	// net holds the child's network namespace, which Destroy keeps for
+	// the slot's next child if the job left it untouched (see heldNet).
+	// Its mount and IPC namespaces go with its pid 1, whose exit tears
+	// them down after the job's (see Destroy), on the child's CPU time
+	// and not on boxer's.
+	net *heldNet
 	// pidfd is the child's pid 1, which holds its address space so that
 	// the job's exit is not held up by the teardown, to kill it without the
 	// freezer; job is the job's process, pid 2, and jobPid its pid.
@@ -183,19 +183,6 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 		return nil, fmt.Errorf("pidfd of warm child's job process: %w", err)
 	}
 	w.job = os.NewFile(uintptr(jobfd), "job-pidfd") // on the runtime's poller: see exitOf
-	// One walk of /proc, then one lookup per namespace.
-	nsdir, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("warm child's namespaces: %w", err)
-	}
-	defer unix.Close(nsdir)
-	for _, ns := range []string{"ipc", "mnt"} {
-		fd, err := unix.Openat(nsdir, ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, fmt.Errorf("hold warm child's %s namespace: %w", ns, err)
-		}
-		w.nsfds = append(w.nsfds, fd)
-	}
 	return w, nil
 }
 
@@ -369,7 +356,7 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 // turns readable, or closes without one if it cannot be read. The process
 // stays a zombie (it has no exit signal, and its parent, pid 1, is stopped
 // and never reaps it), so its status is in /proc/PID/stat, and its pid
-// cannot have been reused; it is reaped with pid 1 (killRest).
+// cannot have been reused; it is reaped with pid 1 (Destroy).
 func exitOf(pidfd *os.File, pid int) <-chan uint32 {
 	ch := make(chan uint32, 1)
 	go func() {
@@ -470,19 +457,16 @@ func readProcFile(name string) ([]byte, error) {
 }
 
 // killRest kills what is left of the job once its process has exited.
-// pid 1 gets SIGKILL and is left to die: its death is the address
-// space's teardown, which is what it was there to keep off the answer's
-// path. pids.current counts every task of the run, forks under way and
-// unreaped zombies included: with pid 1 (stopped) and the job's process
-// (a zombie pid 1 never reaps) it is two, and nothing else of the job's is
-// left. Anything more is the job's own processes: the cgroup is killed
-// and emptied, pid 1 and all.
+// pids.current counts every task of the run, forks under way and unreaped
+// zombies included: with pid 1 (stopped) and the job's process (a zombie
+// pid 1 never reaps) it is two, and nothing else of the job's is left;
+// pid 1 is left to Destroy, after the answer: its death is the teardown of
+// the address space and of the namespaces, which is what it was there to
+// keep off the answer's path. Anything more is the job's own processes:
+// the cgroup is killed and emptied, pid 1 and all.
 func (w *Warm) killRest() error {
-	n, err := w.cg.Tasks()
-	if err == nil && n <= 2 {
-		if unix.PidfdSendSignal(w.pidfd, unix.SIGKILL, nil, 0) == nil {
-			return nil
-		}
+	if n, err := w.cg.Tasks(); err == nil && n <= 2 {
+		return nil
 	}
 	return w.cg.Kill()
 }
@@ -511,15 +495,21 @@ func (w *Warm) destroy() {
 		w.conn.Close() // an unused child reads EOF and exits
 	}
 	closeAll(append([]*os.File{w.stdin, w.out, w.err}, w.child...))
-	// A live child (never used, or a job cut short) dies by its pid 1's
-	// pidfd at once: the kernel kills the rest of its PID namespace, and
-	// the death of pid 1 is the address space's teardown (after a job,
-	// killRest has sent the kill already). Waiting for the zygote to reap
+	// Closed before pid 1 is killed, so that /work goes with the child's
+	// mount namespace in pid 1's exit, as /tmp and /dev/shm do.
+	if w.work >= 0 {
+		unix.Close(w.work)
+	}
+	// The child dies by its pid 1's pidfd at once: the kernel kills the
+	// rest of its PID namespace, and the death of pid 1 is the teardown
+	// of the address space and of the mount and IPC namespaces. Waiting for the zygote to reap
 	// it leaves the cgroup's freezer, slow on v1, only for whatever else
 	// the job left, and its emptiness to one read: a zombie still counts in
 	// pids.current, though no cgroup.procs lists it.
-	// Its namespaces are empty once pid 1 is reaped: its death kills and
-	// reaps every other process of its PID namespace first.
+	// Once pid 1 is reaped, its namespaces are empty (its death kills and
+	// reaps every other process of its PID namespace first), and its
+	// mount namespace is gone with the tmpfs pages (its exit unmounts it,
+	// before the zygote can reap it).
 	empty := false
 	if w.pidfd >= 0 {
 		_ = unix.PidfdSendSignal(w.pidfd, unix.SIGKILL, nil, 0)
@@ -531,12 +521,6 @@ func (w *Warm) destroy() {
 			}
 			t.Stop()
 		}
-	}
-	if w.work >= 0 {
-		unix.Close(w.work) // the last reference to the child's tmpfs
-	}
-	for _, fd := range w.nsfds {
-		unix.Close(fd) // the namespaces go now, and the tmpfs pages with them
 	}
 	// The slot's next child gets the cgroup, once reset: its pages are
 	// uncharged now that the tmpfs is gone.

@@ -78,7 +78,9 @@
 //	Job + stdin, stdout, stderr        ->    closes the socket, runs the job
 //	                                         in-process, exits
 //	pid 2's pidfd turns readable: its wait status is read from its zombie
-//	(/proc/PID/stat), SIGKILL pid 1 and with it the namespace
+//	(/proc/PID/stat); after the answer, SIGKILL pid 1 and with it the
+//	namespaces (boxer keeps the network namespace for the slot's next
+//	child if the job left it untouched)
 //
 // # A session
 //
