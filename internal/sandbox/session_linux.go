@@ -112,6 +112,7 @@ func (w *Warm) StartSession(lim boxer.Limits) (*Session, error) {
 	if err := setSessionLimits(w, lim); err != nil {
 		return nil, err
 	}
+	w.session = true
 	b := warm.Job{Form: warm.FormSession, Args: []string{}, Argv0: "python", Rlimits: e.rlimits(lim)}.Marshal()
 	fds := make([]int, len(w.child))
 	for i, f := range w.child {

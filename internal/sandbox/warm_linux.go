@@ -43,6 +43,9 @@ type Warm struct {
 	// them down after the job's (see Destroy), on the child's CPU time
 	// and not on boxer's.
 	net *heldNet
+	// session is set once w runs a session, whose namespace is not kept
+	// (see heldNet).
+	session bool
 	// pidfd is the child's pid 1, which holds its address space so that
 	// the job's exit is not held up by the teardown, to kill it without the
 	// freezer; job is the job's process, pid 2, and jobPid its pid.
@@ -547,7 +550,7 @@ func (w *Warm) destroy() {
 	if w.job != nil {
 		w.job.Close()
 	}
-	if w.net != nil && (leaked || !empty || !w.net.untouched()) {
+	if w.net != nil && (leaked || !empty || w.session || !w.net.untouched()) {
 		w.net.close() // torn down by the kernel's workers, in the background
 		w.net = nil
 	}

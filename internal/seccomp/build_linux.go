@@ -166,15 +166,33 @@ func leaf(s span) []bpf.Instruction {
 			out = append(out, bpf.LoadAbsolute{Off: argLow(c.Arg), Size: 4})
 			loaded = c.Arg
 		}
-		cond := bpf.JumpEqual
-		if c.Op == AnyBits {
-			cond = bpf.JumpBitsSet
+		// Each failed test skips the rest of the check: the second
+		// test (with its load, if another argument) and the return.
+		var also []bpf.Instruction
+		if a := c.Also; a != nil {
+			if a.Arg != loaded {
+				also = append(also, bpf.LoadAbsolute{Off: argLow(a.Arg), Size: 4})
+				// The next check finds either argument loaded, as the
+				// first test or the second failed: it loads its own.
+				loaded = -1
+			}
+			also = append(also, jumpUnless(*a, 1))
 		}
-		out = append(out,
-			bpf.JumpIf{Cond: cond, Val: c.Value, SkipFalse: 1},
-			ret(c.Action))
+		out = append(out, jumpUnless(Cond{c.Arg, c.Op, c.Value}, uint8(len(also)+1)))
+		out = append(out, also...)
+		out = append(out, ret(c.Action))
 	}
 	return append(out, ret(s.rule.Action))
+}
+
+// jumpUnless tests c on the accumulator and skips skip instructions when
+// it does not hold.
+func jumpUnless(c Cond, skip uint8) bpf.Instruction {
+	cond := bpf.JumpEqual
+	if c.Op == AnyBits {
+		cond = bpf.JumpBitsSet
+	}
+	return bpf.JumpIf{Cond: cond, Val: c.Value, SkipFalse: skip}
 }
 
 func ret(a Action) bpf.Instruction { return bpf.RetConstant{Val: uint32(a)} }

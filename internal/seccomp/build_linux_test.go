@@ -80,9 +80,12 @@ func reference(p Policy, arch, nr uint32, args [6]uint64) Action {
 		if r.Nr != nr {
 			continue
 		}
-		for _, c := range r.Checks {
+		holds := func(c Cond) bool {
 			v := uint32(args[c.Arg])
-			if (c.Op == Equal && v == c.Value) || (c.Op == AnyBits && v&c.Value != 0) {
+			return (c.Op == Equal && v == c.Value) || (c.Op == AnyBits && v&c.Value != 0)
+		}
+		for _, c := range r.Checks {
+			if holds(Cond{c.Arg, c.Op, c.Value}) && (c.Also == nil || holds(*c.Also)) {
 				return c.Action
 			}
 		}
@@ -251,6 +254,18 @@ func TestPoliciesMatchReference(t *testing.T) {
 						var a [6]uint64
 						a[c.Arg] = v
 						argSets = append(argSets, a)
+						if also := c.Also; also != nil {
+							// The second test alone, and both.
+							for _, w := range []uint64{uint64(also.Value), 1<<32 | uint64(also.Value), uint64(also.Value) ^ 1} {
+								var b [6]uint64
+								b[also.Arg] = w
+								argSets = append(argSets, b)
+								if also.Arg != c.Arg {
+									b[c.Arg] = v
+									argSets = append(argSets, b)
+								}
+							}
+						}
 					}
 				}
 				for range 4 {

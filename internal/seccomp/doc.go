@@ -69,10 +69,11 @@
 //
 // # Arguments are compared on their low 32 bits
 //
-// The policy inspects six arguments: socket's and socketpair's domain,
-// ioctl's request, personality's persona, fadvise64's advice, preadv2's
-// flags and clone's flags. The first five are int or unsigned int in the
-// kernel, and clone's flags are cut to their low 32 bits before use. seccomp, though, hands the filter all 64
+// The policy inspects these arguments: socket's and socketpair's domain
+// and type, setsockopt's level and option name (together: IPv6's flow label
+// manager is refused, see Default), ioctl's request, personality's
+// persona, fadvise64's advice, preadv2's flags and clone's flags. All but
+// the last are int or unsigned int in the kernel, and clone's flags are cut to their low 32 bits before use. seccomp, though, hands the filter all 64
 // bits of each register. A filter that compared 64 bits would be bypassed
 // by setting a high bit: ioctl(fd, 0x1_00005412) does not equal TIOCSTI,
 // yet the kernel executes it as TIOCSTI. So every argument check loads only

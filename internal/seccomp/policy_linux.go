@@ -78,10 +78,21 @@ const (
 // it as TIOCSTI. Do not add a Check on a genuinely 64-bit argument (a pointer,
 // a size) without giving Check a 64-bit form first.
 type Check struct {
-	Arg    int // 0 to 5, in the order of the kernel's SYSCALL_DEFINE
-	Op     Op
-	Value  uint32
+	Arg   int // 0 to 5, in the order of the kernel's SYSCALL_DEFINE
+	Op    Op
+	Value uint32
+	// Also, if set, must match too (on another argument, usually): the
+	// check matches when both do.
+	Also   *Cond
 	Action Action // taken when the check matches
+}
+
+// Cond is a Check's second test, with the same meaning of Arg, Op and
+// Value.
+type Cond struct {
+	Arg   int
+	Op    Op
+	Value uint32
 }
 
 // Rule decides one system call. Checks are tried in order and the first that
@@ -139,6 +150,21 @@ func (p Policy) Validate() error {
 }
 
 func (c Check) validate() error {
+	if err := (Cond{c.Arg, c.Op, c.Value}).validate(); err != nil {
+		return err
+	}
+	if c.Also != nil {
+		if err := c.Also.validate(); err != nil {
+			return err
+		}
+	}
+	if !c.Action.valid() {
+		return fmt.Errorf("check on argument %d: action %v is not supported", c.Arg, c.Action)
+	}
+	return nil
+}
+
+func (c Cond) validate() error {
 	if c.Arg < 0 || c.Arg > 5 {
 		return fmt.Errorf("check on argument %d: syscalls have arguments 0 to 5", c.Arg)
 	}
@@ -151,10 +177,15 @@ func (c Check) validate() error {
 	default:
 		return fmt.Errorf("check on argument %d: unknown op %d", c.Arg, c.Op)
 	}
-	if !c.Action.valid() {
-		return fmt.Errorf("check on argument %d: action %v is not supported", c.Arg, c.Action)
-	}
 	return nil
+}
+
+func (c Cond) String() string {
+	op := "=="
+	if c.Op == AnyBits {
+		op = "&"
+	}
+	return fmt.Sprintf("arg%d %s %#x", c.Arg, op, c.Value)
 }
 
 // String lists the policy one rule a line, for review and test failures.
@@ -164,11 +195,11 @@ func (p Policy) String() string {
 	for _, r := range p.Rules {
 		fmt.Fprintf(&b, "%d:", r.Nr)
 		for _, c := range r.Checks {
-			op := "=="
-			if c.Op == AnyBits {
-				op = "&"
+			fmt.Fprintf(&b, " %v", Cond{c.Arg, c.Op, c.Value})
+			if c.Also != nil {
+				fmt.Fprintf(&b, " && %v", *c.Also)
 			}
-			fmt.Fprintf(&b, " arg%d %s %#x -> %v;", c.Arg, op, c.Value, c.Action)
+			fmt.Fprintf(&b, " -> %v;", c.Action)
 		}
 		fmt.Fprintf(&b, " %v\n", r.Action)
 	}

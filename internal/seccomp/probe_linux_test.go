@@ -243,6 +243,8 @@ func probes() []probe {
 		sys("socket AF_PACKET raw", wantEPERM, unix.SYS_SOCKET, unix.AF_PACKET, unix.SOCK_RAW, 0),
 		sys("socket AF_INET udp", wantEPERM, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM, 0),
 		sys("socket AF_INET6 udp nonblocking", wantEPERM, unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK, 0),
+		sys("setsockopt IPV6_FLOWLABEL_MGR", wantEPERM, unix.SYS_SETSOCKOPT, 0, unix.IPPROTO_IPV6, ipv6FlowlabelMgr, 0, 0),
+		sys("setsockopt IPV6_FLOWLABEL_MGR with bit 32", wantEPERM, unix.SYS_SETSOCKOPT, 0, hiBit|unix.IPPROTO_IPV6, hiBit|ipv6FlowlabelMgr, 0, 0),
 		sys("socket AF_VSOCK", wantEAFNOSP, unix.SYS_SOCKET, unix.AF_VSOCK, unix.SOCK_STREAM, 0),
 		sys("socket AF_ALG", wantEAFNOSP, unix.SYS_SOCKET, unix.AF_ALG, unix.SOCK_SEQPACKET, 0),
 		sys("socket AF_BLUETOOTH", wantEAFNOSP, unix.SYS_SOCKET, unix.AF_BLUETOOTH, unix.SOCK_STREAM, 0),
