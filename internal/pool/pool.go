@@ -35,6 +35,10 @@ type Config struct {
 	LeanPreImports []string
 	// ZygoteMemoryBytes caps the zygote's own cgroup.
 	ZygoteMemoryBytes int64
+	// KeepNetns keeps a warm slot's network namespace for its next job
+	// when the last left it untouched (sandbox.ZygoteConfig.KeepNet): for
+	// a pool whose jobs all come from one tenant.
+	KeepNetns bool
 	// RotateAfter replaces the zygote after it has forked this many
 	// children (0: never). Every child of one zygote shares its hash
 	// seed, stack canary and address layout; a fresh zygote draws new
@@ -163,6 +167,7 @@ func (l *lane) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
 		PreImports:  l.preImports,
 		Slots:       l.p.cfg.Max,
 		MemoryBytes: l.p.cfg.ZygoteMemoryBytes,
+		KeepNet:     l.p.cfg.KeepNetns,
 	})
 	if err == nil {
 		l.p.warnMissing(z.Missing)

@@ -12,8 +12,10 @@ import (
 // made with its loopback up, then torn down by the kernel's workers, it
 // cost about 15% of the machine's CPU per print(2+2) under load (perf,
 // 2026-12-03: copy_net_ns 7.8%, cleanup_net 5.8%, and RCU callbacks). So
-// a slot keeps its child's namespace for its next child, as it keeps its
-// cgroup, but only when the job left nothing in it. Nothing can reset a
+// a slot can keep its child's namespace for its next child, as it keeps
+// its cgroup, when the job left nothing in it; ZygoteConfig.KeepNet turns
+// that on, and it is off by default (below: the check is known to miss
+// one way). Nothing can reset a
 // namespace a job used: TIME_WAIT sockets on loopback, which the next job
 // sees in /proc/net/tcp and in a refused bind, and the counters of
 // /proc/net/dev, snmp and netstat, readable over netlink too, outlive its
@@ -47,10 +49,23 @@ import (
 // shares with its next child is its identity (its inode in /proc/PID/ns,
 // its cookie), as a reused cgroup shares its path: nothing a job wrote.
 // TestWarmNetnsKeptOnlyUntouched tries each way to leave something that
-// is known. The list is what a review found, not a proof: an adversarial
-// review (2026-12-03) found the last two ways above, which the first list
-// missed. A job's session (StartSession) never gives its namespace on: its
-// socket to boxer could carry a descriptor back to boxer's side.
+// is known. The list is what reviews found, not a proof: a first
+// adversarial review (2026-12-03) found the last two ways above, which
+// the first list missed, and a second one found a way that no file of the
+// namespace shows. A TCP connect to 127.0.0.1 that fails after its route
+// lookup (EADDRNOTAVAIL: no local port left) sends nothing, moves no
+// per-namespace counter, and leaves a cached route on the CPU it ran on;
+// the next job sees which CPUs have one through the host-wide count in
+// /proc/net/stat/rt_cache (or through timing), a bit per CPU. Only a check
+// on what the job did, not on what the namespace shows, closes that: a
+// job that called connect on an IP socket would not pass its namespace on
+// (a seccomp user notification, or a cgroup BPF hook on v2). Until then
+// the keeping is off unless asked for (boxer serve --pool-keep-netns),
+// for a pool whose jobs all come from one tenant, where a bit passed from
+// one job to the next crosses no boundary.
+//
+// A job's session (StartSession) never gives its namespace on: its socket
+// to boxer could carry a descriptor back to boxer's side.
 
 // netStateFiles are the files of /proc/PID/net whose contents untouched
 // compares. One the kernel has not (IPv6 disabled) is left out: there is

@@ -150,11 +150,11 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 		return nil, fmt.Errorf("pidfd of warm child: %w", err)
 	}
 	var joinNet []int // the namespace to join, sent with go
-	if w.net == nil {
+	if w.net == nil && z.keepNet {
 		if w.net, err = holdNet(pid); err != nil {
 			return nil, fmt.Errorf("hold warm child's network namespace: %w", err)
 		}
-	} else {
+	} else if w.net != nil {
 		joinNet = []int{w.net.fd}
 	}
 	if err := w.cg.Add(pid); err != nil {

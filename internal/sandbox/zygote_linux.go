@@ -41,6 +41,12 @@ type ZygoteConfig struct {
 	// limit grows by Slots times their size once the zygote has learned
 	// it.
 	MemoryBytes int64
+	// KeepNet keeps a child's network namespace for its slot's next child
+	// when its job left it untouched (see heldNet). Off by default: that
+	// check is a list of what a review found, and a third review still
+	// found a way through it (a failed IPv4 connect's cached routes, see
+	// heldNet). On, it is for a pool whose jobs all come from one tenant.
+	KeepNet bool
 }
 
 // Zygote is a long-lived sandbox whose program, package warm's zygote.py,
@@ -66,6 +72,7 @@ type Zygote struct {
 	// last child had, Reset, for the next (see Warm.destroy). freeSlots is
 	// nil once Close has destroyed those cgroups.
 	nslots    int
+	keepNet   bool // see ZygoteConfig.KeepNet
 	free      chan struct{}
 	freeMu    sync.Mutex
 	freeSlots []freeSlot
@@ -172,6 +179,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	z := &Zygote{
 		e: e, sb: sb, ctrl: ctrl, userBase: ids.user, nofile: rlimitOf(e.zygoteRlimits(), unix.RLIMIT_NOFILE).Max,
 		nslots:  cfg.Slots,
+		keepNet: cfg.KeepNet,
 		free:    make(chan struct{}, cfg.Slots),
 		replies: make(chan warm.Msg, 1),
 		exits:   make(map[int]chan uint32),
