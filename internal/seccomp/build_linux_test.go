@@ -200,6 +200,46 @@ func TestDefaultDecides(t *testing.T) {
 	}
 }
 
+// TestNotifyIPDecides: NotifyIP suspends IP stream sockets for the
+// listener and changes nothing else, Default's refusals included.
+func TestNotifyIPDecides(t *testing.T) {
+	d := Default()
+	p := NotifyIP(d)
+	vm := program(t, p)
+	const hi = 1 << 32
+	eafnosp, eperm := Errno(unix.EAFNOSUPPORT), Errno(unix.EPERM)
+	tests := []struct {
+		name string
+		nr   uint32
+		args []uint64
+		want Action
+	}{
+		{"socket AF_INET stream", unix.SYS_SOCKET, []uint64{unix.AF_INET, unix.SOCK_STREAM}, UserNotif},
+		{"socket AF_INET6 stream", unix.SYS_SOCKET, []uint64{unix.AF_INET6, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, UserNotif},
+		{"socket AF_INET with high bits", unix.SYS_SOCKET, []uint64{hi | unix.AF_INET, unix.SOCK_STREAM}, UserNotif},
+		{"socket AF_INET datagram", unix.SYS_SOCKET, []uint64{unix.AF_INET, unix.SOCK_DGRAM}, eperm},
+		{"socket AF_INET in high bits only", unix.SYS_SOCKET, []uint64{unix.AF_INET << 32, unix.SOCK_STREAM}, eafnosp},
+		{"socket AF_UNIX", unix.SYS_SOCKET, []uint64{unix.AF_UNIX, unix.SOCK_STREAM}, Allow},
+		{"socket AF_NETLINK", unix.SYS_SOCKET, []uint64{unix.AF_NETLINK, unix.SOCK_STREAM}, eafnosp},
+		{"socketpair AF_INET", unix.SYS_SOCKETPAIR, []uint64{unix.AF_INET, unix.SOCK_STREAM}, UserNotif},
+		{"socketpair AF_UNIX", unix.SYS_SOCKETPAIR, []uint64{unix.AF_UNIX, unix.SOCK_STREAM}, Allow},
+		{"connect", unix.SYS_CONNECT, nil, Allow},
+		{"read", unix.SYS_READ, nil, Allow},
+		{"ptrace", unix.SYS_PTRACE, nil, eperm},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := run(t, vm, p.Arch, tt.nr, tt.args...); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+	// The policy it was given is left as it was.
+	if got := run(t, program(t, d), d.Arch, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM); got != Allow {
+		t.Errorf("Default after NotifyIP: socket AF_INET %v, want allow", got)
+	}
+}
+
 func TestDefaultKillsForeignABIs(t *testing.T) {
 	p := Default()
 	vm := program(t, p)
@@ -227,14 +267,15 @@ func TestDefaultKillsForeignABIs(t *testing.T) {
 	}
 }
 
-// TestPoliciesMatchReference runs Default's, Zygote's and ZygoteSealed's
+// TestPoliciesMatchReference runs Default's, Zygote's, ZygoteSealed's and
+// NotifyIP(Default())'s
 // programs on every syscall number below 1100, the numbers either side of
 // each rule's and the top of the range, each with no arguments, all bits
 // set, random ones, and the values the rule's checks name (with high bits
 // added to them), against the reference interpreter: merging neighbours
 // into spans must not change a single decision.
 func TestPoliciesMatchReference(t *testing.T) {
-	for name, p := range map[string]Policy{"Default": Default(), "Zygote": Zygote(), "ZygoteSealed": ZygoteSealed()} {
+	for name, p := range map[string]Policy{"Default": Default(), "Zygote": Zygote(), "ZygoteSealed": ZygoteSealed(), "NotifyIP": NotifyIP(Default())} {
 		t.Run(name, func(t *testing.T) {
 			vm := program(t, p)
 			rng := rand.New(rand.NewPCG(1, 2))

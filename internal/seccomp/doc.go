@@ -62,6 +62,9 @@
 //     rule can judge such a call, and no honest Python program makes one.
 //     (A raw syscall(-1) also has the x32 bit set and is killed; nothing in
 //     libc or Python makes that call.)
+//   - SECCOMP_RET_USER_NOTIF, not a refusal and only in NotifyIP's variant
+//     of Default: an IP socket waits until boxer, holding the filter's
+//     listener, has noted it, then goes on as Default would let it.
 //
 // No refusal kills. A Python library that probes for a feature, as
 // OpenBLAS does with mbind when numpy is imported, must see a failed call

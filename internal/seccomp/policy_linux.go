@@ -13,10 +13,14 @@ type Action uint32
 
 // The actions the policy uses. KillProcess is kept for things no honest
 // program does (foreign architectures); refusals use Errno so that a program
-// sees an ordinary failed call it can handle.
+// sees an ordinary failed call it can handle. UserNotif suspends the call
+// until the holder of the filter's listener answers it (see NotifyIP); a
+// filter with it must be installed with a listener, or the call fails with
+// ENOSYS.
 const (
 	Allow       Action = unix.SECCOMP_RET_ALLOW
 	KillProcess Action = unix.SECCOMP_RET_KILL_PROCESS
+	UserNotif   Action = unix.SECCOMP_RET_USER_NOTIF
 )
 
 // maxErrno is the largest errno the kernel passes through SECCOMP_RET_ERRNO
@@ -35,6 +39,8 @@ func (a Action) String() string {
 		return "allow"
 	case a == KillProcess:
 		return "kill_process"
+	case a == UserNotif:
+		return "user_notif"
 	case a&unix.SECCOMP_RET_ACTION_FULL == unix.SECCOMP_RET_ERRNO:
 		e := unix.Errno(a & unix.SECCOMP_RET_DATA)
 		if name := unix.ErrnoName(e); name != "" {
@@ -48,7 +54,7 @@ func (a Action) String() string {
 // valid reports whether a is one of the actions Build knows how to emit.
 func (a Action) valid() bool {
 	switch {
-	case a == Allow, a == KillProcess:
+	case a == Allow, a == KillProcess, a == UserNotif:
 		return true
 	case a&unix.SECCOMP_RET_ACTION_FULL == unix.SECCOMP_RET_ERRNO:
 		return a&unix.SECCOMP_RET_DATA <= maxErrno
