@@ -29,13 +29,15 @@ type Engine struct {
 	runtime *Runtime
 	setup   nsinit.Setup // shared part of every sandbox's Setup
 	filter  []byte       // the marshalled seccomp program
+	// ipFilter is filter with IP sockets asked of a listener (seccomp's
+	// NotifyIP), for warm jobs whose network namespace may be kept.
 	// zygoteFilter and sealFilter are a zygote's own programs (seccomp's
-	// Zygote and ZygoteSealed); all three are nil without seccomp.
-	zygoteFilter, sealFilter []byte
-	ids                      *idPool
-	runsDir                  string
-	lock                     *os.File // flock on the state dir: one engine per state dir
-	spawn                    *spawner // starts every pid 1 (see spawner)
+	// Zygote and ZygoteSealed); all four are nil without seccomp.
+	ipFilter, zygoteFilter, sealFilter []byte
+	ids                                *idPool
+	runsDir                            string
+	lock                               *os.File // flock on the state dir: one engine per state dir
+	spawn                              *spawner // starts every pid 1 (see spawner)
 	// host are boxer's own hard rlimits, read in New: no sandbox gets more.
 	host hostRlimits
 
@@ -90,7 +92,8 @@ func New(ctx context.Context, cfg Config) (_ *Engine, retErr error) {
 		for _, f := range []struct {
 			p   seccomp.Policy
 			out *[]byte
-		}{{seccomp.Default(), &e.filter}, {seccomp.Zygote(), &e.zygoteFilter}, {seccomp.ZygoteSealed(), &e.sealFilter}} {
+		}{{seccomp.Default(), &e.filter}, {seccomp.NotifyIP(seccomp.Default()), &e.ipFilter},
+			{seccomp.Zygote(), &e.zygoteFilter}, {seccomp.ZygoteSealed(), &e.sealFilter}} {
 			prog, err := seccomp.Build(f.p)
 			if err != nil {
 				return nil, fmt.Errorf("seccomp: %w", err)

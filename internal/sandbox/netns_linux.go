@@ -12,57 +12,48 @@ import (
 // made with its loopback up, then torn down by the kernel's workers, it
 // cost about 15% of the machine's CPU per print(2+2) under load (perf,
 // 2026-12-03: copy_net_ns 7.8%, cleanup_net 5.8%, and RCU callbacks). So
-// a slot can keep its child's namespace for its next child, as it keeps
-// its cgroup, when the job left nothing in it; ZygoteConfig.KeepNet turns
-// that on, and it is off by default (below: the check is known to miss
-// one way). Nothing can reset a
-// namespace a job used: TIME_WAIT sockets on loopback, which the next job
-// sees in /proc/net/tcp and in a refused bind, and the counters of
-// /proc/net/dev, snmp and netstat, readable over netlink too, outlive its
-// processes. A namespace whose job used the network is torn down as
-// before, and the slot's next child makes a fresh one.
+// a slot keeps its child's namespace for its next child, as it keeps its
+// cgroup, when the job left nothing in it (ZygoteConfig.KeepNet). Nothing
+// can reset a namespace a job used: TIME_WAIT sockets on loopback, which
+// the next job sees in /proc/net/tcp and in a refused bind, and the
+// counters of /proc/net/dev, snmp and netstat, readable over netlink too,
+// outlive its processes. A namespace whose job used the network is torn
+// down as before, and the slot's next child makes a fresh one.
 //
-// "Left nothing" is what the kernel shows of the namespace, read through
-// files opened while it was new, against what they showed then (untouched):
+// "Left nothing" is decided first by what the job did, then by what the
+// namespace shows:
 //
-//   - dev, snmp, snmp6, netstat: every packet on loopback (the only
-//     interface), and every attempt that failed before one (a connect
-//     with no route counts OutNoRoutes), moves a counter. TCP's lasting
-//     state (TIME_WAIT, orphans, its metrics cache, fast-open cookies)
-//     comes only from packets.
-//   - unix: a socket left behind by its processes (kept alive by a
-//     descriptor in flight in a cycle, until the collector gets to it)
-//     holds its abstract name in the namespace.
-//   - ip6_flowlabel: a flow label lingers for seconds after its socket
-//     (the seccomp filter refuses a job the flow label manager since an
-//     exclusive label also sets a flag no file shows; see
-//     seccomp.Default).
-//   - rt6_stats, ipv6_route: a connect to ::1 that fails after its route
-//     lookup (no local port left, say) sends nothing, but leaves a cached
-//     route on each CPU it ran on, there for the life of the namespace.
+//   - No IP socket. The job's seccomp filter (seccomp.NotifyIP) holds
+//     every AF_INET and AF_INET6 socket and socketpair call until boxer has
+//     noted it (ipGate). Everything a namespace keeps of IP comes from
+//     such a socket, some of it in no file at all: a TCP connect to
+//     127.0.0.1 that fails after its route lookup (EADDRNOTAVAIL: no local
+//     port left) sends nothing, moves no per-namespace counter, and leaves
+//     a cached route on the CPU it ran on, which the next job would see
+//     through the host-wide count in /proc/net/stat/rt_cache, a bit per
+//     CPU (found by the second adversarial review, 2026-12-03). Checking
+//     what a job did closes such ways without knowing them.
+//   - What its files show, read through files opened while it was new,
+//     against what they showed then (untouched): unix, since AF_UNIX
+//     sockets pass the gate, and a socket left behind by its processes
+//     (kept alive by a descriptor in flight in a cycle, until the collector
+//     gets to it) holds its name in the namespace; and, though only an IP
+//     socket can move them, dev, snmp, snmp6, netstat, ip6_flowlabel,
+//     rt6_stats and ipv6_route, which the first review's ways did move:
+//     every packet on loopback (the only interface) and every attempt that
+//     failed before one (a connect with no route counts OutNoRoutes), a
+//     lingering flow label, a route cached by a failed IPv6 connect.
 //
-// The seccomp filter leaves a job only stream sockets of AF_INET and
-// AF_INET6 and AF_UNIX ones (no UDP, ICMP, raw or netlink); the job has no
-// capability over the namespace (it is unprivileged, and the namespace
-// belongs to the zygote's user namespace), so it can change no interface,
-// route, address, rule or sysctl. What an untouched namespace still
-// shares with its next child is its identity (its inode in /proc/PID/ns,
-// its cookie), as a reused cgroup shares its path: nothing a job wrote.
-// TestWarmNetnsKeptOnlyUntouched tries each way to leave something that
-// is known. The list is what reviews found, not a proof: a first
-// adversarial review (2026-12-03) found the last two ways above, which
-// the first list missed, and a second one found a way that no file of the
-// namespace shows. A TCP connect to 127.0.0.1 that fails after its route
-// lookup (EADDRNOTAVAIL: no local port left) sends nothing, moves no
-// per-namespace counter, and leaves a cached route on the CPU it ran on;
-// the next job sees which CPUs have one through the host-wide count in
-// /proc/net/stat/rt_cache (or through timing), a bit per CPU. Only a check
-// on what the job did, not on what the namespace shows, closes that: a
-// job that called connect on an IP socket would not pass its namespace on
-// (a seccomp user notification, or a cgroup BPF hook on v2). Until then
-// the keeping is off unless asked for (boxer serve --pool-keep-netns),
-// for a pool whose jobs all come from one tenant, where a bit passed from
-// one job to the next crosses no boundary.
+// The rest of the filter leaves a job only stream sockets of AF_INET and
+// AF_INET6 and AF_UNIX ones (no UDP, ICMP, raw or netlink), and refuses
+// the IPv6 flow label manager (an exclusive label also sets a flag no file
+// shows; see seccomp.Default); the job has no capability over the
+// namespace (it is unprivileged, and the namespace belongs to the
+// zygote's user namespace), so it can change no interface, route,
+// address, rule or sysctl. What an untouched namespace still shares with
+// its next child is its identity (its inode in /proc/PID/ns, its cookie),
+// as a reused cgroup shares its path: nothing a job wrote.
+// TestWarmNetnsKeptOnlyUntouched tries each known way to leave something.
 //
 // A job's session (StartSession) never gives its namespace on: its socket
 // to boxer could carry a descriptor back to boxer's side.

@@ -43,6 +43,9 @@ type Warm struct {
 	// them down after the job's (see Destroy), on the child's CPU time
 	// and not on boxer's.
 	net *heldNet
+	// ip answers the job's IP sockets when the namespace may be kept, and
+	// knows whether it made any (see ipGate).
+	ip *ipGate
 	// session is set once w runs a session, whose namespace is not kept
 	// (see heldNet).
 	session bool
@@ -167,13 +170,22 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	if ready.Op != warm.OpReady || len(ready.fds) != 1 || ready.creds == nil || int(ready.creds.Pid) == pid {
+	fds := 1 // the work dir's, and with KeepNet the seccomp listener's
+	if z.keepNet {
+		fds = 2
+	}
+	if ready.Op != warm.OpReady || len(ready.fds) != fds || ready.creds == nil || int(ready.creds.Pid) == pid {
 		for _, fd := range ready.fds {
 			unix.Close(fd)
 		}
 		return nil, fmt.Errorf("warm child setup failed: %s", ready.Msg.Msg)
 	}
 	w.work = ready.fds[0]
+	if z.keepNet {
+		if w.ip, err = watchIP(ready.fds[1]); err != nil {
+			return nil, fmt.Errorf("warm child's seccomp listener: %w", err)
+		}
+	}
 	_ = w.conn.SetReadDeadline(time.Time{})
 	// pid 1 waits for the job's process to exit or exec, and must stop
 	// before it runs again: the job shares its memory (see _drop).
@@ -550,7 +562,10 @@ func (w *Warm) destroy() {
 	if w.job != nil {
 		w.job.Close()
 	}
-	if w.net != nil && (leaked || !empty || w.session || !w.net.untouched()) {
+	if w.ip != nil {
+		defer w.ip.close() // after the check: its processes are gone
+	}
+	if w.net != nil && (leaked || !empty || w.session || w.ip == nil || w.ip.used.Load() || !w.net.untouched()) {
 		w.net.close() // torn down by the kernel's workers, in the background
 		w.net = nil
 	}

@@ -42,10 +42,9 @@ type ZygoteConfig struct {
 	// it.
 	MemoryBytes int64
 	// KeepNet keeps a child's network namespace for its slot's next child
-	// when its job left it untouched (see heldNet). Off by default: that
-	// check is a list of what a review found, and a third review still
-	// found a way through it (a failed IPv4 connect's cached routes, see
-	// heldNet). On, it is for a pool whose jobs all come from one tenant.
+	// when its job made no IP socket and left the namespace untouched (see
+	// heldNet). Each child's seccomp filter then asks boxer about its IP
+	// sockets (seccomp.NotifyIP); without seccomp nothing is kept.
 	KeepNet bool
 }
 
@@ -178,8 +177,10 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	}
 	z := &Zygote{
 		e: e, sb: sb, ctrl: ctrl, userBase: ids.user, nofile: rlimitOf(e.zygoteRlimits(), unix.RLIMIT_NOFILE).Max,
-		nslots:  cfg.Slots,
-		keepNet: cfg.KeepNet,
+		nslots: cfg.Slots,
+		// Without seccomp nothing tells boxer of a job's IP sockets, and
+		// no namespace is kept.
+		keepNet: cfg.KeepNet && e.ipFilter != nil,
 		free:    make(chan struct{}, cfg.Slots),
 		replies: make(chan warm.Msg, 1),
 		exits:   make(map[int]chan uint32),
@@ -224,8 +225,12 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	sb.stdout, sb.stderr = nil, nil
 	go z.read()
 
-	hello, err := warm.Config{Filter: e.filter, SealFilter: e.sealFilter, ProcMasked: nsinit.ProcMasked,
-		ProcReadOnly: nsinit.ProcReadOnly, PreImports: cfg.PreImports}.Marshal()
+	wc := warm.Config{Filter: e.filter, SealFilter: e.sealFilter, ProcMasked: nsinit.ProcMasked,
+		ProcReadOnly: nsinit.ProcReadOnly, PreImports: cfg.PreImports}
+	if z.keepNet {
+		wc.Filter, wc.Listen = e.ipFilter, true
+	}
+	hello, err := wc.Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("zygote: %w", err)
 	}

@@ -65,12 +65,15 @@
 //	FreshNet)                                IPC/cgroup ns, its own /proc,
 //	                                         tmpfs /work /tmp /dev/shm,
 //	                                         setresuid (no
-//	                                         caps), seccomp, clone pid 2 and
-//	                                         wait for its exit or exec
+//	                                         caps), seccomp (with a listener
+//	                                         if Config.Listen), clone pid 2
+//	                                         and wait for its exit or exec
 //	                                         pid 2: setsid, setresuid
-//	                                   <-    Msg OpReady + fd of /work, with
+//	                                   <-    Msg OpReady + fd of /work (and
+//	                                         the listener's), with
 //	                                         SCM_CREDENTIALS (pid 2's), or
 //	                                         OpError
+//	answer the listener (IP sockets)
 //	SIGSTOP pid 1 (it stops when it
 //	wakes); pidfd of pid 2                   wait
 //	   (a pool keeps it here)
@@ -120,6 +123,11 @@ type Config struct {
 	// ProcMasked and ProcReadOnly are what each child's /proc hides and
 	// makes read-only: a cold sandbox's (nsinit.ProcMasked, ProcReadOnly).
 	ProcMasked, ProcReadOnly []string
+	// Listen has each child install Filter with a listener
+	// (SECCOMP_FILTER_FLAG_NEW_LISTENER), which it sends to boxer with
+	// OpReady: Filter then asks boxer about some calls (see
+	// seccomp.NotifyIP).
+	Listen bool
 	// PreImports are the modules the zygote imports once, before forking.
 	PreImports []string
 }
@@ -131,8 +139,12 @@ func (c Config) Marshal() ([]byte, error) {
 			return nil, fmt.Errorf("invalid pre-import %q", m)
 		}
 	}
+	listen := ""
+	if c.Listen {
+		listen = "listen"
+	}
 	lines := append([]string{hex.EncodeToString(c.Filter), hex.EncodeToString(c.SealFilter),
-		strings.Join(c.ProcMasked, " "), strings.Join(c.ProcReadOnly, " ")}, c.PreImports...)
+		strings.Join(c.ProcMasked, " "), strings.Join(c.ProcReadOnly, " "), listen}, c.PreImports...)
 	return []byte(strings.Join(lines, "\n")), nil
 }
 

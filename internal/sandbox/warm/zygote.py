@@ -23,8 +23,10 @@ import sys
 _BASELINE = set(sys.modules)
 # The job's seccomp program and the seal's (see main), in hex; the /proc
 # files a sandbox masks and the /proc directories it makes read-only, space
-# separated (see _mount_proc); then one module per line.
+# separated (see _mount_proc); "listen" if the job's program is installed
+# with a listener for boxer (see _drop); then one module per line.
 _CONFIG = os.read(3, 1 << 20).decode().split("\n")
+_LISTEN = _CONFIG[4] == "listen"
 
 # The zygote stays one thread on one CPU. Every fork write-protects its
 # pages, and every page it writes afterwards is a copy-on-write fault whose
@@ -48,7 +50,7 @@ _FIRST_USE = {
 # A pre-import that is not installed is left out, not fatal: boxer serves
 # with the modules there are and tells the operator what is missing.
 _MISSING = []
-for _name in _CONFIG[4:]:
+for _name in _CONFIG[5:]:
     if not _name:
         continue
     try:
@@ -113,10 +115,12 @@ CLONE_CHILD_SETTID, CLONE_CHILD_CLEARTID = 0x01000000, 0x00200000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_RDONLY, MS_BIND, MS_REMOUNT, MS_REC, MS_PRIVATE = 2, 4, 8, 1, 0x1000, 0x20, 0x4000, 0x40000
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 24, 38, 22, 2
 PR_GET_TID_ADDRESS = 40
-# clone(2)'s and rseq(2)'s numbers, and clone's order of its last two
-# arguments: child_tid then tls on x86-64, tls then child_tid on arm64
-# (CONFIG_CLONE_BACKWARDS).
-_SYS_CLONE, _SYS_RSEQ, _TLS_BEFORE_CTID = {"x86_64": (56, 334, False), "aarch64": (220, 293, True)}[os.uname().machine]
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER = 1, 8
+# clone(2)'s, rseq(2)'s and seccomp(2)'s numbers, and clone's order of its
+# last two arguments: child_tid then tls on x86-64, tls then child_tid on
+# arm64 (CONFIG_CLONE_BACKWARDS).
+_SYS_CLONE, _SYS_RSEQ, _SYS_SECCOMP, _TLS_BEFORE_CTID = {
+    "x86_64": (56, 334, 317, False), "aarch64": (220, 293, 277, True)}[os.uname().machine]
 RSEQ_FLAG_UNREGISTER, RSEQ_SIG = 1, {"x86_64": 0x53053053, "aarch64": 0xD428BC00}[os.uname().machine]
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
 MAX_MSG = 1 << 20
@@ -257,7 +261,8 @@ def _filter(prog):
 
 def _drop(uid, init_uid, fprog):
     """Leaves root for good and splits the child in two; returns in the
-    second process only, which runs the job.
+    second process only, which runs the job, with the descriptor of the
+    seccomp filter's listener (-1 without one) for boxer.
 
     The forked process is pid 1 of the child's PID namespace. Like a cold
     sandbox's pid 1 it must be no process the job can see or signal, and
@@ -290,7 +295,7 @@ def _drop(uid, init_uid, fprog):
         raise ValueError("refusing uids %d and %d for a job" % (uid, init_uid))
     os.setresgid(uid, uid, uid)
     os.setresuid(init_uid, uid, init_uid)
-    _install(fprog, "seccomp")
+    listener = _install(fprog, "seccomp", _LISTEN)
     _rseq(RSEQ_FLAG_UNREGISTER)
     # The kernel writes the new process's thread id into glibc's thread
     # descriptor (CLONE_CHILD_SETTID), as fork does: raise() and abort()
@@ -307,6 +312,7 @@ def _drop(uid, init_uid, fprog):
     # Every change of uid left the address space undumpable, which would
     # hide the job's own processes from it in /proc (hidepid).
     _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
+    return listener
 
 
 def _rseq(flags):
@@ -322,11 +328,19 @@ def _rseq(flags):
     _libc.syscall(_SYS_RSEQ, _libc.pthread_self() + _RSEQ_OFFSET, _RSEQ_SIZE, flags, RSEQ_SIG, 0)
 
 
-def _install(fprog, step):
+def _install(fprog, step, listen=False):
     """Stacks the seccomp program fprog (from _filter) on this process's;
-    nothing if there is none."""
-    if fprog is not None:
+    nothing if there is none. With listen, returns the descriptor of the
+    filter's listener, which answers the calls the program sends to user
+    space (seccomp.NotifyIP); else -1."""
+    if fprog is None:
+        return -1
+    if not listen:
         _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), step)
+        return -1
+    fd = _libc.syscall(_SYS_SECCOMP, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, ctypes.addressof(fprog), 0, 0)
+    _check(0 if fd >= 0 else -1, step)
+    return fd
 
 
 class _Forked(BaseException):
@@ -385,11 +399,15 @@ def _child(req, job_fd, fprog, drop):
         elif fds:
             raise RuntimeError("go came with a network namespace, and this child has its own")
         wfd = _isolate(uid, disk_bytes, inodes)
-        _drop(uid, init_uid, fprog)
+        listener = _drop(uid, init_uid, fprog)
         _fresh_child()
-        # From the job's process: boxer learns its pid from the credentials.
-        socket.send_fds(sock, [_READY], [wfd])
+        # From the job's process: boxer learns its pid from the
+        # credentials. The listener goes to boxer alone: a job holding it
+        # could answer its own calls.
+        socket.send_fds(sock, [_READY], [wfd] if listener < 0 else [wfd, listener])
         os.close(wfd)
+        if listener >= 0:
+            os.close(listener)
         _rehearse()
         msg, stdio, _, _ = socket.recv_fds(sock, MAX_MSG, 3)
         if not msg or len(stdio) != 3:
@@ -491,8 +509,10 @@ def _learn(fprog, drop):
         if said != _HELLO:
             raise RuntimeError("the sample child said %r, not hello" % said)
         ours.send(_GO)
-        said, fds, _, _ = socket.recv_fds(ours, MAX_MSG, 1)  # ready, with the work dir
-        if len(fds) != 1:
+        said, fds, _, _ = socket.recv_fds(ours, MAX_MSG, 2)  # ready, with the work dir (and the listener)
+        for fd in fds[1:]:
+            os.close(fd)  # print(2+2) makes no socket
+        if len(fds) != 1 + _LISTEN:
             raise RuntimeError("the sample child's set-up failed: %r" % said)
         os.kill(pid, _signal.SIGSTOP)  # its pid 1, as boxer stops a child's
         with open(os.open("main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fds[0]), "w") as f:

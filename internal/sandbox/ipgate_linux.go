@@ -1,0 +1,96 @@
+package sandbox
+
+import (
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ipGate is boxer's end of a warm child's seccomp listener. The child's
+// filter (seccomp.NotifyIP) holds each IP socket the job asks for until the
+// gate lets it go on; the gate notes that there was one, before letting it
+// go on. A namespace whose job never had an IP socket can have nothing of
+// the job's in it that /proc/net does not show (see heldNet).
+//
+// The calls arrive on the runtime's poller, one goroutine per gate, parked
+// while the job makes none: most jobs make none, and a gate costs them a
+// descriptor and that goroutine.
+type ipGate struct {
+	f    *os.File
+	used atomic.Bool
+}
+
+// seccompNotif and seccompNotifResp are struct seccomp_notif and struct
+// seccomp_notif_resp (include/uapi/linux/seccomp.h), which x/sys/unix
+// does not declare.
+type seccompNotif struct {
+	id    uint64
+	pid   uint32
+	flags uint32
+	nr    int32
+	arch  uint32
+	ip    uint64
+	args  [6]uint64
+}
+
+type seccompNotifResp struct {
+	id    uint64
+	val   int64
+	error int32
+	flags uint32
+}
+
+// watchIP starts answering the listener fd, which it owns from then on.
+func watchIP(fd int) (*ipGate, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	g := &ipGate{f: os.NewFile(uintptr(fd), "seccomp-listener")}
+	rc, err := g.f.SyscallConn()
+	if err != nil {
+		g.f.Close()
+		return nil, err
+	}
+	// rc.Read calls drain at once and again each time the poller finds
+	// the listener readable, until drain says there is nothing more to
+	// come; it fails once close has closed the file.
+	go func() { _ = rc.Read(func(fd uintptr) bool { return g.drain(int(fd)) }) }()
+	return g, nil
+}
+
+// drain lets every call waiting on the listener go on, having noted them.
+// It reports true once the listener has nothing more to say: no process is
+// left that could call.
+func (g *ipGate) drain(fd int) (done bool) {
+	for {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if n, err := unix.Poll(p, 0); err != nil || n == 0 {
+			return false
+		}
+		if p[0].Revents&unix.POLLIN == 0 {
+			return true // POLLHUP: every process of the filter is gone
+		}
+		var req seccompNotif
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&req))); e != 0 {
+			if e == unix.ENOENT || e == unix.EINTR {
+				continue // the caller died while it waited, having made nothing
+			}
+			// Never seen: the call will wait until the run ends, and
+			// the namespace is not passed on.
+			g.used.Store(true)
+			return true
+		}
+		// Noted before the call goes on: once the job's processes are
+		// gone, used is true if a socket was made.
+		g.used.Store(true)
+		resp := seccompNotifResp{id: req.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+		_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+	}
+}
+
+// close stops the gate. A call that then asks fails with ENOSYS; call it
+// once the job's processes are gone.
+func (g *ipGate) close() { g.f.Close() }
