@@ -26,12 +26,12 @@
 // saves the making and removal of a cgroup per job: in bench/service, with
 // the hot control files held open as well, the machine's CPU per
 // print(2+2) fell from 9.7 to 8.3 ms and boxer's own from 3.3 to 2.4 ms
-// (2026-12-02). The other, with --pool-keep-netns (Config.KeepNetns, off
-// by default: a job can still pass a few bits to the next through the
-// kernel's route caches, see internal/sandbox's heldNet), is the network
-// namespace, kept for the slot's next child only when its job left it
-// untouched: no packet, no failed connect, no socket or flow label left
-// behind, by the counters and tables of /proc/net read before and after.
+// (2026-12-02). The other (Config.KeepNetns, which boxer serve turns on,
+// --pool-keep-netns=false turns off) is the network namespace, kept for
+// the slot's next child only when its job made no IP socket (its seccomp
+// filter asks boxer about each, see internal/sandbox's ipGate) and left no
+// unix socket behind, and its counters and tables in /proc/net read the
+// same as when it was new.
 // What a job that used the network leaves outlives its processes and
 // cannot be reset by boxer (TIME_WAIT sockets on loopback, which the next
 // job sees in /proc/net/tcp and in a refused bind; the interface and

@@ -36,8 +36,8 @@ type Config struct {
 	// ZygoteMemoryBytes caps the zygote's own cgroup.
 	ZygoteMemoryBytes int64
 	// KeepNetns keeps a warm slot's network namespace for its next job
-	// when the last left it untouched (sandbox.ZygoteConfig.KeepNet): for
-	// a pool whose jobs all come from one tenant.
+	// when the last made no IP socket and left it untouched
+	// (sandbox.ZygoteConfig.KeepNet). boxer serve turns it on.
 	KeepNetns bool
 	// RotateAfter replaces the zygote after it has forked this many
 	// children (0: never). Every child of one zygote shares its hash
