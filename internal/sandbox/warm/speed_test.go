@@ -194,7 +194,11 @@ func runZygoteModule(t *testing.T, script string, args ...string) ([]byte, error
 	}
 	ours, theirs := os.NewFile(uintptr(pair[0]), "ctrl"), os.NewFile(uintptr(pair[1]), "zygote-ctrl")
 	defer ours.Close()
-	if _, err := ours.Write([]byte("\n")); err != nil {
+	config, err := Config{}.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ours.Write(config); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("/usr/bin/python3", append([]string{"-c", loadZygote + script, src}, args...)...)
