@@ -210,6 +210,14 @@ def _isolate(uid, disk_bytes, inodes):
     return os.open("/work", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
+# The /proc files a child masks and the directories it makes read-only
+# (see _mount_proc), those of them this kernel has: what /proc shows
+# outside a PID's directories is the kernel's, the same in every PID
+# namespace, so it is looked up once here rather than in every child.
+_PROC_MASKED = [("/proc/" + n).encode() for n in _CONFIG[2].split() if os.path.exists("/proc/" + n)]
+_PROC_READ_ONLY = [("/proc/" + n).encode() for n in _CONFIG[3].split() if os.path.exists("/proc/" + n)]
+
+
 def _mount_proc():
     """Mounts a /proc of this child's PID namespace over the zygote's, as
     boxer's nsinit mounts a cold sandbox's (mountProc): hidepid=2, the same
@@ -217,15 +225,11 @@ def _mount_proc():
     process of the namespace can mount its proc: the child, its pid 1."""
     flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
     _check(_libc.mount(b"proc", b"/proc", b"proc", flags, b"hidepid=2"), "mount /proc")
-    for name in _CONFIG[2].split():
-        path = ("/proc/" + name).encode()
-        if os.path.exists(path):
-            _check(_libc.mount(b"/dev/null", path, None, MS_BIND, None), "mask /proc/" + name)
-    for name in _CONFIG[3].split():
-        path = ("/proc/" + name).encode()
-        if os.path.exists(path):
-            _check(_libc.mount(path, path, None, MS_BIND | MS_REC, None), "bind /proc/" + name)
-            _check(_libc.mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, None), "remount /proc/" + name)
+    for path in _PROC_MASKED:
+        _check(_libc.mount(b"/dev/null", path, None, MS_BIND, None), "mask %s" % path)
+    for path in _PROC_READ_ONLY:
+        _check(_libc.mount(path, path, None, MS_BIND | MS_REC, None), "bind %s" % path)
+        _check(_libc.mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, None), "remount %s" % path)
 
 
 def _limit_zygote():
@@ -670,11 +674,21 @@ def _which(argv0):
     """sys.executable as the interpreter derives it from argv[0]."""
     if "/" in argv0:
         return os.path.abspath(argv0)
+    p = _WHICH.get(argv0)
+    if p is not None:
+        return p
     for d in os.environ.get("PATH", "").split(":"):
         p = os.path.join(d, argv0)
         if os.path.isfile(p) and os.access(p, os.X_OK):
             return p
     return ""
+
+
+# The usual names' answers, found once: a job's PATH is the zygote's, and
+# the directories on it are the read-only system's. (A miss costs a stat,
+# and an exception, a directory.)
+_WHICH = {}
+_WHICH = {n: _which(n) for n in ("python", "python3", "python%d.%d" % sys.version_info[:2])}
 
 
 def _exit_code(e):
