@@ -3,9 +3,11 @@ package sandbox
 import (
 	"os"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/time/rate"
 )
 
 // ipGate is boxer's end of a warm child's seccomp listener. The child's
@@ -17,10 +19,24 @@ import (
 // The calls arrive on the runtime's poller, one goroutine per gate, parked
 // while the job makes none: most jobs make none, and a gate costs them a
 // descriptor and that goroutine.
+//
+// Each answer costs boxer about what the call costs the job (a review,
+// 2026-12-07: 16 to 22 us each on a slow VM), in boxer's process, outside
+// the job's cgroup and its CPU limit: a job making sockets in a loop from
+// a few threads took half of one of boxer's cores. So a gate answers a
+// burst of gateBurst calls, then gateRate a second; a call waits for its
+// turn in the job's own time (the gate sleeps, and costs nothing
+// meanwhile). What agents run makes a handful of sockets, if any.
 type ipGate struct {
-	f    *os.File
-	used atomic.Bool
+	f      *os.File
+	used   atomic.Bool
+	budget *rate.Limiter
 }
+
+const (
+	gateBurst = 1000
+	gateRate  = 1000 // a second
+)
 
 // seccompNotif and seccompNotifResp are struct seccomp_notif and struct
 // seccomp_notif_resp (include/uapi/linux/seccomp.h), which x/sys/unix
@@ -48,7 +64,7 @@ func watchIP(fd int) (*ipGate, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	g := &ipGate{f: os.NewFile(uintptr(fd), "seccomp-listener")}
+	g := &ipGate{f: os.NewFile(uintptr(fd), "seccomp-listener"), budget: rate.NewLimiter(gateRate, gateBurst)}
 	rc, err := g.f.SyscallConn()
 	if err != nil {
 		g.f.Close()
@@ -56,22 +72,41 @@ func watchIP(fd int) (*ipGate, error) {
 	}
 	// rc.Read calls drain at once and again each time the poller finds
 	// the listener readable, until drain says there is nothing more to
-	// come; it fails once close has closed the file.
-	go func() { _ = rc.Read(func(fd uintptr) bool { return g.drain(int(fd)) }) }()
+	// come or the gate is to pause; it fails once close has closed the
+	// file. The pause is outside rc.Read, which close would wait for.
+	go func() {
+		for {
+			var done bool
+			var pause time.Duration
+			err := rc.Read(func(fd uintptr) bool {
+				done, pause = g.drain(int(fd))
+				return done || pause > 0
+			})
+			if err != nil || done {
+				return
+			}
+			time.Sleep(pause)
+		}
+	}()
 	return g, nil
 }
 
-// drain lets every call waiting on the listener go on, having noted them.
-// It reports true once the listener has nothing more to say: no process is
-// left that could call.
-func (g *ipGate) drain(fd int) (done bool) {
+// drain lets every call waiting on the listener go on, having noted them,
+// until the budget says to pause. It reports done once the listener has
+// nothing more to say: no process is left that could call.
+func (g *ipGate) drain(fd int) (done bool, pause time.Duration) {
 	for {
 		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		if n, err := unix.Poll(p, 0); err != nil || n == 0 {
-			return false
+			return false, 0
 		}
 		if p[0].Revents&unix.POLLIN == 0 {
-			return true // POLLHUP: every process of the filter is gone
+			if p[0].Revents&(unix.POLLHUP|unix.POLLNVAL) != 0 {
+				return true, 0 // every process of the filter is gone
+			}
+			// POLLERR: a signal interrupted the kernel's wait for the
+			// listener's lock (seccomp_notify_poll). Nothing is lost.
+			continue
 		}
 		var req seccompNotif
 		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&req))); e != 0 {
@@ -81,13 +116,24 @@ func (g *ipGate) drain(fd int) (done bool) {
 			// Never seen: the call will wait until the run ends, and
 			// the namespace is not passed on.
 			g.used.Store(true)
-			return true
+			return true, 0
 		}
 		// Noted before the call goes on: once the job's processes are
 		// gone, used is true if a socket was made.
 		g.used.Store(true)
 		resp := seccompNotifResp{id: req.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
-		_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+		// SEND takes the listener's lock interruptibly too; given up
+		// on EINTR, the call would wait for good. ENOENT: the caller
+		// died meanwhile.
+		for {
+			_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+			if e != unix.EINTR {
+				break
+			}
+		}
+		if d := g.budget.Reserve().Delay(); d > 0 {
+			return false, d
+		}
 	}
 }
 

@@ -59,6 +59,16 @@ import (
 // as a reused cgroup shares its path: nothing a job wrote.
 // TestWarmNetnsKeptOnlyUntouched tries each known way to leave something.
 //
+// Whether it was kept, though, is a bit job N sets and job N+1 can read
+// (the third review, 2026-12-07): a kept namespace is older than the
+// child's PID namespace, which its NS_GET_ID (or SO_NETNS_COOKIE) shows,
+// and job N decides it by making an IP socket or not. So the next job on
+// a slot learns whether the last one made an IP socket, and two
+// colluding jobs can pass a bit per job. A reused cgroup is the same kind
+// of bit (the last job decides whether its memory can be reset), and
+// jobs that share a machine can already pass bits through its load; what
+// the bit cannot carry is anything the last job read or wrote.
+//
 // A job's session (StartSession) never gives its namespace on: its socket
 // to boxer could carry a descriptor back to boxer's side.
 
