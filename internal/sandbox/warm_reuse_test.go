@@ -22,12 +22,7 @@ import (
 // Reset left out; and it checks that the slot's cgroup was reused, where
 // the kernel can reset one, so that it tests what runs.
 func TestWarmSlotCgroupStartsClean(t *testing.T) {
-	e := newTestEngine(t, nil)
-	z, err := e.StartZygote(context.Background(), ZygoteConfig{Slots: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer z.Close()
+	z := oneSlotZygote(t, false)
 	// The stdlib's sources, out of the page cache, so that the first
 	// job's read charges their pages to the slot's cgroup.
 	lib, size := evictedSources(t)
@@ -354,36 +349,8 @@ except PermissionError:
 		// job would see through the host's /proc/net/stat/rt_cache.
 		// The probe cannot see it: only the gate keeps the namespace
 		// from the next job.
-		{"a route cached by an IPv4 connect that sends nothing", `
-import os, socket, struct
-taken = socket.socket()
-taken.bind(("127.0.0.1", 0))
-port = taken.getsockname()[1]
-for cpu in sorted(os.sched_getaffinity(0)):
-    os.sched_setaffinity(0, {cpu})
-    c = socket.socket()
-    c.setsockopt(socket.IPPROTO_IP, 51, struct.pack("<I", port | port << 16))  # IP_LOCAL_PORT_RANGE: the taken port alone
-    try:
-        c.connect(("127.0.0.1", port + 1))
-        raise SystemExit("connected")
-    except OSError as e:
-        print("refused", e.errno)
-`, false},
-		{"a route cached by an IPv6 connect that sends nothing", `
-import os, socket, struct
-taken = socket.socket(socket.AF_INET6)
-taken.bind(("::1", 0))
-port = taken.getsockname()[1]
-for cpu in sorted(os.sched_getaffinity(0)):
-    os.sched_setaffinity(0, {cpu})
-    c = socket.socket(socket.AF_INET6)
-    c.setsockopt(socket.IPPROTO_IP, 51, struct.pack("<I", port | port << 16))  # IP_LOCAL_PORT_RANGE: the taken port alone
-    try:
-        c.connect(("::1", port + 1))
-        raise SystemExit("connected")
-    except OSError as e:
-        print("refused", e.errno)
-`, false},
+		{"a route cached by an IPv4 connect that sends nothing", cachedRouteJob("socket.AF_INET", "127.0.0.1"), false},
+		{"a route cached by an IPv6 connect that sends nothing", cachedRouteJob("socket.AF_INET6", "::1"), false},
 	} {
 		id, out := run(c.code)
 		next, view := run(probe)
@@ -407,6 +374,27 @@ for cpu in sorted(os.sched_getaffinity(0)):
 	}
 }
 
+// cachedRouteJob is a job whose connects to addr, in family, fail after
+// their route lookup, once on each CPU (EADDRNOTAVAIL: its one local port
+// is taken): they send nothing, and leave a route cached on each CPU.
+func cachedRouteJob(family, addr string) string {
+	return strings.NewReplacer("FAMILY", family, "ADDR", addr).Replace(`
+import os, socket, struct
+taken = socket.socket(FAMILY)
+taken.bind(("ADDR", 0))
+port = taken.getsockname()[1]
+for cpu in sorted(os.sched_getaffinity(0)):
+    os.sched_setaffinity(0, {cpu})
+    c = socket.socket(FAMILY)
+    c.setsockopt(socket.IPPROTO_IP, 51, struct.pack("<I", port | port << 16))  # IP_LOCAL_PORT_RANGE: the taken port alone
+    try:
+        c.connect(("ADDR", port + 1))
+        raise SystemExit("connected")
+    except OSError as e:
+        print("refused", e.errno)
+`)
+}
+
 // jobFilter defines install(insns) for a job's code: it stacks a seccomp
 // filter of its own, made of (code, jt, jf, k) instructions.
 const jobFilter = `
@@ -420,6 +408,18 @@ def install(insns):
     if libc.syscall(ctypes.c_long(nr), ctypes.c_long(1), ctypes.c_long(0), prog) != 0:
         raise SystemExit("no filter of its own: errno %d" % ctypes.get_errno())
 `
+
+// oneSlotZygote starts a zygote of one slot, keeping network namespaces
+// or not, and closes it when the test ends.
+func oneSlotZygote(t *testing.T, keepNet bool) *Zygote {
+	t.Helper()
+	z, err := newTestEngine(t, nil).StartZygote(context.Background(), ZygoteConfig{Slots: 1, KeepNet: keepNet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(z.Close)
+	return z
+}
 
 // heldNets counts this process's descriptors to network namespaces.
 func heldNets(t *testing.T) int {
@@ -441,12 +441,7 @@ func heldNets(t *testing.T) int {
 // untouched or not: its caller code has a socket to boxer, on which it
 // could pass back a descriptor that outlives it (see heldNet).
 func TestWarmSessionNetnsNotKept(t *testing.T) {
-	e := newTestEngine(t, nil)
-	z, err := e.StartZygote(context.Background(), ZygoteConfig{Slots: 1, KeepNet: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer z.Close()
+	z := oneSlotZygote(t, true)
 	const show = "import os\nprint(os.readlink('/proc/self/ns/net'))"
 	s := newTestSession(t, z, nil)
 	res := execCell(t, s, show, slow(10*time.Second))
@@ -473,12 +468,7 @@ func TestWarmSessionNetnsNotKept(t *testing.T) {
 // Without KeepNet no network namespace goes on to another child, however
 // untouched, and no child's filter asks boxer about its sockets.
 func TestWarmNetnsNotKeptByDefault(t *testing.T) {
-	e := newTestEngine(t, nil)
-	z, err := e.StartZygote(context.Background(), ZygoteConfig{Slots: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer z.Close()
+	z := oneSlotZygote(t, false)
 	seen := map[string]bool{}
 	for range 3 {
 		res := runWarm(t, z, pyJob("import os\nprint(os.readlink('/proc/self/ns/net'))", boxer.Limits{}))
@@ -497,12 +487,7 @@ func TestWarmNetnsNotKeptByDefault(t *testing.T) {
 // (see ipGate): a job that makes sockets in a loop waits for them in its
 // own time rather than taking boxer's CPU. Every call is still answered.
 func TestWarmIPGateBudget(t *testing.T) {
-	e := newTestEngine(t, nil)
-	z, err := e.StartZygote(context.Background(), ZygoteConfig{Slots: 1, KeepNet: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer z.Close()
+	z := oneSlotZygote(t, true)
 	const n = gateBurst + gateRate*3/2
 	res := runWarm(t, z, pyJob(`
 import socket, time
