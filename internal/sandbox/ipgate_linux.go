@@ -28,8 +28,9 @@ import (
 // turn in the job's own time (the gate sleeps, and costs nothing
 // meanwhile). What agents run makes a handful of sockets, if any.
 type ipGate struct {
-	f      *os.File
-	used   atomic.Bool
+	f    *os.File
+	used atomic.Bool
+	// budget is made at the first call, by the goroutine that answers.
 	budget *rate.Limiter
 }
 
@@ -64,7 +65,7 @@ func watchIP(fd int) (*ipGate, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	g := &ipGate{f: os.NewFile(uintptr(fd), "seccomp-listener"), budget: rate.NewLimiter(gateRate, gateBurst)}
+	g := &ipGate{f: os.NewFile(uintptr(fd), "seccomp-listener")}
 	rc, err := g.f.SyscallConn()
 	if err != nil {
 		g.f.Close()
@@ -109,8 +110,8 @@ func (g *ipGate) drain(fd int) (done bool, pause time.Duration) {
 			continue
 		}
 		var req seccompNotif
-		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&req))); e != 0 {
-			if e == unix.ENOENT || e == unix.EINTR {
+		if e := notifIoctl(fd, unix.SECCOMP_IOCTL_NOTIF_RECV, unsafe.Pointer(&req)); e != 0 {
+			if e == unix.ENOENT {
 				continue // the caller died while it waited, having made nothing
 			}
 			// Never seen: the call will wait until the run ends, and
@@ -122,17 +123,24 @@ func (g *ipGate) drain(fd int) (done bool, pause time.Duration) {
 		// gone, used is true if a socket was made.
 		g.used.Store(true)
 		resp := seccompNotifResp{id: req.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
-		// SEND takes the listener's lock interruptibly too; given up
-		// on EINTR, the call would wait for good. ENOENT: the caller
-		// died meanwhile.
-		for {
-			_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
-			if e != unix.EINTR {
-				break
-			}
+		_ = notifIoctl(fd, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp)) // ENOENT: the caller died meanwhile
+		if g.budget == nil {
+			g.budget = rate.NewLimiter(gateRate, gateBurst)
 		}
 		if d := g.budget.Reserve().Delay(); d > 0 {
 			return false, d
+		}
+	}
+}
+
+// notifIoctl makes one of the listener's ioctls, again while it fails with
+// EINTR: RECV and SEND take the listener's lock interruptibly, and a SEND
+// given up would leave its call waiting for good.
+func notifIoctl(fd int, req uintptr, arg unsafe.Pointer) unix.Errno {
+	for {
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), req, uintptr(arg))
+		if e != unix.EINTR {
+			return e
 		}
 	}
 }

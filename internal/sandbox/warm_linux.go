@@ -505,6 +505,15 @@ func nonNil(s []string) []string {
 // may be called more than once.
 func (w *Warm) Destroy() { w.destroyed.Do(w.destroy) }
 
+// passesNet reports whether w's network namespace may serve the slot's
+// next child (see heldNet): the slot is kept, pid 1 is reaped (so no
+// process is left in the namespace), w ran no session, its gate saw no IP
+// socket (a child whose Prepare failed before the gate has none), and the
+// namespace reads as it did when new.
+func (w *Warm) passesNet(leaked, empty bool) bool {
+	return !leaked && empty && !w.session && w.ip != nil && !w.ip.used.Load() && w.net.untouched()
+}
+
 func (w *Warm) destroy() {
 	if w.conn != nil {
 		w.conn.Close() // an unused child reads EOF and exits
@@ -565,7 +574,7 @@ func (w *Warm) destroy() {
 	if w.ip != nil {
 		defer w.ip.close() // after the check: its processes are gone
 	}
-	if w.net != nil && (leaked || !empty || w.session || w.ip == nil || w.ip.used.Load() || !w.net.untouched()) {
+	if w.net != nil && !w.passesNet(leaked, empty) {
 		w.net.close() // torn down by the kernel's workers, in the background
 		w.net = nil
 	}

@@ -243,26 +243,15 @@ print(os.waitpid(pid, 0)[1])
 `, false},
 		// The gate's listener is boxer's alone, and a filter the job
 		// stacks can neither take its place nor let a socket past it.
-		{"an IPv4 socket under a filter of the job's own that allows all", `
-import ctypes, os, socket, struct
+		{"an IPv4 socket under a filter of the job's own that allows all", jobFilter + `
 for fd in os.listdir("/proc/self/fd"):
     try:
         if "seccomp" in os.readlink("/proc/self/fd/" + fd):
             raise SystemExit("the job holds the listener: " + fd)
     except FileNotFoundError:
         pass
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-allow = ctypes.create_string_buffer(struct.pack("=HBBI", 0x06, 0, 0, 0x7fff0000))  # ret ALLOW
-prog = ctypes.create_string_buffer(struct.pack("=H6xQ", 1, ctypes.addressof(allow)))
-nr = {"x86_64": 317, "aarch64": 277}[os.uname().machine]
-def install(flags):
-    ctypes.set_errno(0)
-    return libc.syscall(ctypes.c_long(nr), ctypes.c_long(1), ctypes.c_long(flags), prog), ctypes.get_errno()
-if install(8) != (-1, 16):  # SECCOMP_FILTER_FLAG_NEW_LISTENER: EBUSY, the stack has one
-    raise SystemExit("a second listener")
-if install(0) != (0, 0):
-    raise SystemExit("no filter of its own")
+install([(0x06, 0, 0, 0x7fff0000)], flags=8, want=16)  # SECCOMP_FILTER_FLAG_NEW_LISTENER: EBUSY, the stack has one
+install([(0x06, 0, 0, 0x7fff0000)])
 socket.socket().close()
 `, false},
 		// A job's own filter that asks a listener (which it cannot
@@ -395,18 +384,22 @@ for cpu in sorted(os.sched_getaffinity(0)):
 `)
 }
 
-// jobFilter defines install(insns) for a job's code: it stacks a seccomp
-// filter of its own, made of (code, jt, jf, k) instructions.
+// jobFilter defines install(insns, flags, want) for a job's code: it
+// stacks a seccomp filter of its own, made of (code, jt, jf, k)
+// instructions, with seccomp(2)'s flags, and exits unless the call fails
+// with errno want (0: succeeds).
 const jobFilter = `
 import ctypes, os, socket, struct
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
-def install(insns):
+def install(insns, flags=0, want=0):
     code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *i) for i in insns))
     prog = ctypes.create_string_buffer(struct.pack("=H6xQ", len(insns), ctypes.addressof(code)))
     nr = {"x86_64": 317, "aarch64": 277}[os.uname().machine]
-    if libc.syscall(ctypes.c_long(nr), ctypes.c_long(1), ctypes.c_long(0), prog) != 0:
-        raise SystemExit("no filter of its own: errno %d" % ctypes.get_errno())
+    ctypes.set_errno(0)
+    got = 0 if libc.syscall(ctypes.c_long(nr), ctypes.c_long(1), ctypes.c_long(flags), prog) == 0 else ctypes.get_errno()
+    if got != want:
+        raise SystemExit("seccomp(flags %#x): errno %d, want %d" % (flags, got, want))
 `
 
 // oneSlotZygote starts a zygote of one slot, keeping network namespaces
@@ -466,12 +459,13 @@ func TestWarmSessionNetnsNotKept(t *testing.T) {
 }
 
 // Without KeepNet no network namespace goes on to another child, however
-// untouched, and no child's filter asks boxer about its sockets.
+// untouched, and no child's filter asks boxer about its sockets: an IP
+// socket is made as in a cold run.
 func TestWarmNetnsNotKeptByDefault(t *testing.T) {
 	z := oneSlotZygote(t, false)
 	seen := map[string]bool{}
 	for range 3 {
-		res := runWarm(t, z, pyJob("import os\nprint(os.readlink('/proc/self/ns/net'))", boxer.Limits{}))
+		res := runWarm(t, z, pyJob("import os, socket\nsocket.socket().close()\nprint(os.readlink('/proc/self/ns/net'))", boxer.Limits{}))
 		if id := string(res.Stdout.Data); seen[id] {
 			t.Fatalf("namespace %s served two jobs", id)
 		} else {

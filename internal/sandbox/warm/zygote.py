@@ -674,11 +674,14 @@ def _which(argv0):
     """sys.executable as the interpreter derives it from argv[0]."""
     if "/" in argv0:
         return os.path.abspath(argv0)
-    p = _WHICH.get(argv0)
-    if p is not None:
-        return p
+    p = _ON_PATH.get(argv0)
+    return p if p is not None else _search_path(argv0)
+
+
+def _search_path(name):
+    """The first executable file called name in a directory on PATH, or ""."""
     for d in os.environ.get("PATH", "").split(":"):
-        p = os.path.join(d, argv0)
+        p = os.path.join(d, name)
         if os.path.isfile(p) and os.access(p, os.X_OK):
             return p
     return ""
@@ -687,8 +690,7 @@ def _which(argv0):
 # The usual names' answers, found once: a job's PATH is the zygote's, and
 # the directories on it are the read-only system's. (A miss costs a stat,
 # and an exception, a directory.)
-_WHICH = {}
-_WHICH = {n: _which(n) for n in ("python", "python3", "python%d.%d" % sys.version_info[:2])}
+_ON_PATH = {n: _search_path(n) for n in ("python", "python3", "python%d.%d" % sys.version_info[:2])}
 
 
 def _exit_code(e):
