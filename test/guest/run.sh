@@ -240,7 +240,7 @@ echo "=== boxer guest summary (suite $suite)"
 for k in "${labels[@]}"; do
   c=$work/console-$k.log
   echo "--- $k: $(basename "${kdir[$k]}"), wall $((wall[$k] / 60))m$((wall[$k] % 60))s"
-  grep -E '^(PASS|FAIL) ' "$c" | sed 's/^/  /' || true
+  grep -E '^(PASS|FAIL) |^    failed: ' "$c" | sed 's/^/  /' || true
   marker=$(grep -E '^boxer-guest: result [0-9]+ passed, [0-9]+ failed$' "$c" || true)
   if [ -z "$marker" ]; then
     echo "  no result marker: the guest crashed, hung or its init failed"

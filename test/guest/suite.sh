@@ -265,6 +265,8 @@ gotest() {
     sed -n 's/^--- [A-Z]*: \([^ ]*\) (\([0-9.]*\)s)$/\2 \1/p' "$log" | sort -rn | head -3 |
       while read -r s t; do printf ' %s %ss' "$t" "$s"; done
     echo
+    # Each failed test with its first logged line, for the run's summary.
+    awk '/^ *--- FAIL: /{name=$3; getline; sub(/^ +/, ""); print "failed: " name ": " substr($0, 1, 160)}' "$log"
   } >"$out/$CASE.note"
   # On failure the whole -v log is the output; -v shows each test's logs
   # in order, which is what a reader of a console needs.
