@@ -70,7 +70,8 @@ for _k, _v in _ENV.items():  # a job sees the environment a cold run gets
         os.environ[_k] = _v
 _PRE = set(sys.modules) - _BASELINE
 
-import ctypes  # noqa: E402  (imports after the baseline on purpose)
+import atexit  # noqa: E402  (imports after the baseline on purpose)
+import ctypes
 import errno
 import fcntl
 import gc
@@ -716,8 +717,6 @@ def _finalize(code):
             threading._shutdown()
         except BaseException:
             pass
-    import atexit
-
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
