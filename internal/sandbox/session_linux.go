@@ -112,13 +112,16 @@ func (w *Warm) StartSession(lim boxer.Limits) (*Session, error) {
 	if err := setSessionLimits(w, lim); err != nil {
 		return nil, err
 	}
+	b, err := warm.Job{Form: warm.FormSession, Argv0: "python", Rlimits: e.rlimits(lim)}.Marshal()
+	if err != nil {
+		return nil, err
+	}
 	w.session = true
-	b := warm.Job{Form: warm.FormSession, Args: []string{}, Argv0: "python", Rlimits: e.rlimits(lim)}.Marshal()
 	fds := make([]int, len(w.child))
 	for i, f := range w.child {
 		fds[i] = int(f.Fd())
 	}
-	_, _, err := w.conn.WriteMsgUnix(b, unix.UnixRights(fds...), nil)
+	_, _, err = w.conn.WriteMsgUnix(b, unix.UnixRights(fds...), nil)
 	// The kernel's own stdio is never read: each cell brings its streams.
 	closeAll(append([]*os.File{w.stdin, w.out, w.err}, w.child...))
 	w.stdin, w.out, w.err, w.child = nil, nil, nil, nil

@@ -320,6 +320,10 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 	// job's, so it does not count against RLIMIT_NPROC. It does count in
 	// the cgroup's pids, as a cold sandbox's pid 1 does.
 	rlimits := e.rlimits(lim)
+	b, err := warm.Job{Form: form.Kind, Target: form.Target, Args: form.Args, Argv0: job.Argv[0], Rlimits: rlimits}.Marshal()
+	if err != nil {
+		return nil, err
+	}
 	res := resources(lim)
 	if res.Pids > 0 {
 		res.Pids++
@@ -336,7 +340,6 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 	}
 	io := startIO(w.stdin, w.out, w.err, job.Stdin, lim.OutputBytes, job.Output)
 	w.stdin, w.out, w.err = nil, nil, nil
-	b := warm.Job{Form: form.Kind, Target: form.Target, Args: nonNil(form.Args), Argv0: job.Argv[0], Rlimits: rlimits}.Marshal()
 	fds := make([]int, len(w.child))
 	for i, f := range w.child {
 		fds[i] = int(f.Fd())
@@ -492,13 +495,6 @@ func argvBytes(argv []string) int {
 		n += len(a)
 	}
 	return n
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
 
 // Destroy kills what is left of w and removes its cgroup and work dir. It

@@ -23,11 +23,12 @@
 //
 // # Messages
 //
-// Every message is one SOCK_SEQPACKET packet. Most are a JSON Msg; the job
-// is a JSON Job. Two are not JSON: the zygote's Config, lines it reads
-// before it may import json, and the ForkRequest, six integers the
-// zygote's loop unpacks into one reused buffer (every page the loop writes
-// is a copy-on-write fault after each fork).
+// Every message is one SOCK_SEQPACKET packet. Most are a JSON Msg. Three
+// are not JSON: the zygote's Config, lines it reads before it may import
+// json; the ForkRequest, six integers the zygote's loop unpacks into one
+// reused buffer (every page the loop writes is a copy-on-write fault after
+// each fork); and the Job, NUL-ended fields the child splits in the job's
+// wall time.
 //
 // # The zygote
 //
@@ -110,6 +111,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"boxer/internal/sandbox/nsinit"
@@ -237,19 +239,44 @@ const SocketBuffer = 1 << 20
 // run `python FILE ARGS` (Form "file"), `python -c CODE ARGS` ("command")
 // or `python -m MODULE ARGS` ("module").
 type Job struct {
-	Form   string   `json:"form"`
-	Target string   `json:"target"` // the file, the code or the module
-	Args   []string `json:"args"`
+	Form   string
+	Target string // the file, the code or the module
+	Args   []string
 	// Argv0 is the command's first word: with the form's flag, the target
 	// and the args it is the whole command, sys.orig_argv.
-	Argv0 string `json:"argv0"`
+	Argv0 string
 	// Rlimits are set just before the job's code runs: a cold run's.
-	Rlimits []nsinit.Rlimit `json:"rlimits"`
+	Rlimits []nsinit.Rlimit
 }
 
-// Marshal encodes j as JSON with no more escapes than JSON needs: HTML's
-// would make each '<', '>' and '&' of a command six bytes.
-func (j Job) Marshal() []byte { return marshalPlain(j) }
+// Marshal encodes j as the child reads it (_job): form, target, argv0, the
+// number of rlimits, each rlimit's resource, cur and max in decimal, then
+// the args, each field ended by a NUL. Not JSON: the child decodes it in
+// the job's wall time, where json.loads cost 0.3 ms on a 2026 VM. A NUL in
+// a string is an error, as in an argument to exec.
+func (j Job) Marshal() ([]byte, error) {
+	n := 32 * (len(j.Rlimits) + 1)
+	for _, s := range append([]string{j.Form, j.Target, j.Argv0}, j.Args...) {
+		if strings.IndexByte(s, 0) >= 0 {
+			return nil, fmt.Errorf("warm job: an argument holds a NUL byte")
+		}
+		n += len(s) + 1
+	}
+	b := make([]byte, 0, n)
+	for _, s := range []string{j.Form, j.Target, j.Argv0} {
+		b = append(append(b, s...), 0)
+	}
+	b = append(strconv.AppendInt(b, int64(len(j.Rlimits)), 10), 0)
+	for _, r := range j.Rlimits {
+		b = append(strconv.AppendInt(b, int64(r.Resource), 10), 0)
+		b = append(strconv.AppendUint(b, r.Cur, 10), 0)
+		b = append(strconv.AppendUint(b, r.Max, 10), 0)
+	}
+	for _, s := range j.Args {
+		b = append(append(b, s...), 0)
+	}
+	return b, nil
+}
 
 // marshalPlain encodes v, strings, ints and slices of them (nothing to
 // fail), as JSON without HTML's escapes.

@@ -1,7 +1,9 @@
 package warm
 
 import (
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -11,36 +13,45 @@ import (
 )
 
 // zygote.py speaks the warm path's protocol as protocol.go declares it: it
-// takes a Job exactly as boxer marshals it, refuses one with a field
-// it does not read, and every message it can send decodes into a Msg
-// with no field left over and every value where boxer reads it. A field
-// added, renamed or dropped on one side only fails here.
+// takes a Job exactly as boxer marshals it, refuses one of another shape,
+// and every message it can send decodes into a Msg with no field left
+// over and every value where boxer reads it. A field added, renamed or
+// dropped on one side only fails here.
 func TestZygoteSpeaksTheProtocol(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("no /usr/bin/python3")
 	}
-	job := Job{Form: "file", Target: "main.py", Args: []string{"a b"}, Argv0: "python3",
-		Rlimits: []nsinit.Rlimit{{Resource: 7, Cur: 256, Max: 512}}}
-	b := job.Marshal()
-	var more map[string]any
-	if err := json.Unmarshal(b, &more); err != nil {
+	job := Job{Form: "file", Target: "main.py", Args: []string{"a b", "", "é\n"}, Argv0: "python3",
+		Rlimits: []nsinit.Rlimit{{Resource: 7, Cur: 256, Max: 512}, {Resource: 4, Cur: 0, Max: 1 << 40}}}
+	b, err := job.Marshal()
+	if err != nil {
 		t.Fatal(err)
 	}
-	more["cwd"] = "/work"
-	extra, _ := json.Marshal(more)
+	// Each malformed: its last field not NUL-ended (twice), fewer fields
+	// than its count of rlimits needs, a count that is no number, a form
+	// the child does not know.
+	bad := []string{string(b[:len(b)-1]), string(b) + "x", "file\x00main.py\x00python3\x002\x007\x00256\x00512\x00",
+		"file\x00main.py\x00python3\x00one\x00", "shell\x00main.py\x00python3\x000\x00"}
 	const script = `import json
-print(json.dumps(z._job(sys.argv[2].encode())))
-try:
-    z._job(sys.argv[3].encode())
-    print("accepted")
-except ValueError:
-    print("refused")
+j = z._job(bytes.fromhex(sys.argv[2]))
+print(json.dumps([j["form"], j["target"], j["argv0"], j["args"], j["rlimits"]]))
+refused = 0
+for m in sys.argv[3:]:
+    try:
+        z._job(bytes.fromhex(m))
+    except ValueError:
+        refused += 1
+print("refused %d" % refused)
 for m in (z._HELLO, z._GO, z._READY, z._FORKED % (12, 3), z._EXITED % (12, 256), z._REFUSED % (31, 0, 0),
           z._FORK_FAILED % (3, 12), json.dumps(z._error(OSError(1, "x"))).encode(),
           json.dumps(z._zygote_ready(["a"], ["b"], 4096, 5, 6)).encode()):
     print(m.decode())
 `
-	out, err := runZygoteModule(t, script, string(b), string(extra))
+	args := []string{hex.EncodeToString(b)}
+	for _, m := range bad {
+		args = append(args, hex.EncodeToString([]byte(m)))
+	}
+	out, err := runZygoteModule(t, script, args...)
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -48,16 +59,23 @@ for m in (z._HELLO, z._GO, z._READY, z._FORKED % (12, 3), z._EXITED % (12, 256),
 	if len(lines) != 11 {
 		t.Fatalf("%d lines: %s", len(lines), out)
 	}
-	var back Job
-	d := json.NewDecoder(strings.NewReader(lines[0]))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&back); err != nil || !reflect.DeepEqual(back, job) {
-		t.Errorf("zygote.py read the job as %s (%v), want %s", lines[0], err, b)
+	var rlimits [][3]uint64
+	for _, r := range job.Rlimits {
+		rlimits = append(rlimits, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
 	}
-	if lines[1] != "refused" {
-		t.Errorf("a job with a field zygote.py does not read: %s, want refused", lines[1])
+	want, _ := json.Marshal([]any{job.Form, job.Target, job.Argv0, job.Args, rlimits})
+	var got, wantAny any
+	_ = json.Unmarshal(want, &wantAny)
+	if err := json.Unmarshal([]byte(lines[0]), &got); err != nil || !reflect.DeepEqual(got, wantAny) {
+		t.Errorf("zygote.py read the job as %s, want %s", lines[0], want)
 	}
-	want := []Msg{
+	if w := fmt.Sprintf("refused %d", len(bad)); lines[1] != w {
+		t.Errorf("malformed jobs: %s, want %s", lines[1], w)
+	}
+	if _, err := (Job{Form: "command", Target: "print(1)\x00", Argv0: "python"}).Marshal(); err == nil {
+		t.Error("a job with a NUL in its code marshalled")
+	}
+	wantMsgs := []Msg{
 		{Op: OpHello},
 		{Op: OpGo},
 		{Op: OpReady},
@@ -68,7 +86,7 @@ for m in (z._HELLO, z._GO, z._READY, z._FORKED % (12, 3), z._EXITED % (12, 256),
 		{Op: OpError, Msg: "PermissionError: [Errno 1] x"},
 		{Op: OpReady, Preimported: []string{"a"}, Missing: []string{"b"}, HugeTextBytes: 4096, LearnedPages: 5, PinnedPages: 6},
 	}
-	for i, w := range want {
+	for i, w := range wantMsgs {
 		got, err := Decode([]byte(lines[2+i]))
 		if err != nil || !reflect.DeepEqual(got, w) {
 			t.Errorf("message %s: %+v (%v), want %+v", lines[2+i], got, err, w)

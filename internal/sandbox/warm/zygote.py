@@ -141,9 +141,8 @@ def _send(sock, obj):
 # TestZygoteSpeaksTheProtocol holds this file to those structs. Fixed messages are fixed bytes: every page of json
 # a child touches is a copy-on-write fault (see internal/pool's doc).
 _HELLO, _GO, _READY = b'{"op":"hello"}', b'{"op":"go"}', b'{"op":"ready"}'
-_JOB_FIELDS = ("form", "target", "args", "argv0", "rlimits")
 _FORM_FLAGS = {"file": [], "command": ["-c"], "module": ["-m"]}
-_RLIMIT_FIELDS = ("resource", "cur", "max")
+_FORMS = frozenset(_FORM_FLAGS) | {"session"}
 
 
 def _error(e):
@@ -158,13 +157,34 @@ def _zygote_ready(preimported, missing, huge, learned, pinned):
 
 
 def _job(msg):
-    """The WarmJob in msg, checked to have exactly its fields, each rlimit
-    too: a field boxer added and the zygote does not read, or the other way
-    round, fails the job's set-up instead of being ignored."""
-    job = json.loads(msg)
-    if sorted(job) != sorted(_JOB_FIELDS) or any(sorted(r) != sorted(_RLIMIT_FIELDS) for r in job["rlimits"]):
-        raise ValueError("job fields %s, want %s (rlimits %s)" % (sorted(job), _JOB_FIELDS, _RLIMIT_FIELDS))
-    return job
+    """The Job in msg, as Job.Marshal in protocol.go lays it out: form,
+    target, argv0, the number of rlimits, each rlimit's resource, cur and
+    max, then the args, each field ended by a NUL. A job's set-up fails on
+    a message of any other shape. (Splitting bytes touches a fraction of
+    the pages json.loads does, in the job's wall time.)"""
+    f = msg.split(b"\0")
+    try:
+        n = int(f[3])
+        end = 4 + 3 * n
+        if n < 0 or len(f) <= end or f.pop() != b"":
+            raise ValueError
+        nums = [int(x) for x in f[4:end]]
+        form = f[0].decode()
+        if form not in _FORMS:
+            raise ValueError
+    except (IndexError, ValueError):
+        raise ValueError("malformed job: %r" % msg[:200]) from None
+    return {"form": form, "target": f[1].decode("utf-8", "surrogateescape"),
+            "argv0": f[2].decode("utf-8", "surrogateescape"),
+            "args": [a.decode("utf-8", "surrogateescape") for a in f[end:]],
+            "rlimits": [tuple(nums[i:i + 3]) for i in range(0, 3 * n, 3)]}
+
+
+def _marshal_job(form, target, argv0, args, rlimits):
+    """A job's message as boxer makes it (Job.Marshal), for the zygote's
+    own sample jobs (_learn, _rehearse)."""
+    fields = [form, target, argv0, str(len(rlimits))] + [str(v) for r in rlimits for v in r] + list(args)
+    return b"".join(x.encode("utf-8", "surrogateescape") + b"\0" for x in fields)
 
 
 class _SockFprog(ctypes.Structure):
@@ -430,8 +450,8 @@ def _child(req, job_fd, fprog, drop):
         for fd, target in zip(stdio, (0, 1, 2)):
             os.dup2(fd, target)
             os.close(fd)
-        for r in job["rlimits"]:
-            resource.setrlimit(r["resource"], (r["cur"], r["max"]))
+        for r, cur, max_ in job["rlimits"]:
+            resource.setrlimit(r, (cur, max_))
         for name in drop:
             sys.modules.pop(name, None)
     except BaseException as e:  # setup failed: tell boxer, never run the job
@@ -455,8 +475,7 @@ def _rehearse():
     while the child waits, not while the job runs."""
     import io
 
-    _job(json.dumps({"form": "file", "target": "main.py", "args": [], "argv0": "python",
-                     "rlimits": [{"resource": 0, "cur": 0, "max": 0}]}))
+    _job(_marshal_job("file", "main.py", "python", [], [(0, 0, 0)]))
     scratch = {"__builtins__": __builtins__}
     exec(compile("x = [i for i in range(8)]\nprint(x, file=out)", "<boxer>", "exec"), dict(scratch, out=io.StringIO()))
     os.path.abspath("main.py")
@@ -523,10 +542,9 @@ def _learn(fprog, drop):
         with open(os.open("main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fds[0]), "w") as f:
             f.write("print(2+2)\n")
         os.close(fds[0])
-        limits = [dict(zip(_RLIMIT_FIELDS, (r, *resource.getrlimit(r)))) for r in
+        limits = [(r, *resource.getrlimit(r)) for r in
                   (resource.RLIMIT_CORE, resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE, resource.RLIMIT_STACK)]
-        job = {"form": "file", "target": "main.py", "args": [], "argv0": "python", "rlimits": limits}
-        socket.send_fds(ours, [json.dumps(job).encode()], [null, null, report_w])
+        socket.send_fds(ours, [_marshal_job("file", "main.py", "python", [], limits)], [null, null, report_w])
     finally:
         os.close(null)
         os.close(report_w)
