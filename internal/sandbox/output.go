@@ -1,10 +1,13 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"time"
 
 	"boxer"
+
+	"golang.org/x/sys/unix"
 )
 
 // capture reads a stream to EOF, keeping the first limit bytes and counting
@@ -27,19 +30,66 @@ func startCapture(r *os.File, limit int64, each func([]byte)) *capture {
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := r.Read(buf)
-			if keep := min(int64(n), c.limit-int64(len(c.out.Data))); keep > 0 {
-				c.out.Data = append(c.out.Data, buf[:keep]...)
-				if each != nil {
-					each(c.out.Data[len(c.out.Data)-int(keep):])
-				}
+			c.keep(buf[:n], each)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				c.drain(buf, each)
 			}
-			c.out.Bytes += int64(n)
 			if err != nil {
 				return
 			}
 		}
 	}()
 	return c
+}
+
+// keep keeps what of b fits within the limit, and counts all of it.
+func (c *capture) keep(b []byte, each func([]byte)) {
+	if keep := min(int64(len(b)), c.limit-int64(len(c.out.Data))); keep > 0 {
+		c.out.Data = append(c.out.Data, b[:keep]...)
+		if each != nil {
+			each(c.out.Data[len(c.out.Data)-int(keep):])
+		}
+	}
+	c.out.Bytes += int64(len(b))
+}
+
+// maxDrain bounds what drain reads: a pipe holds 64 KiB unless its writer
+// grew it, to at most 1 MiB unprivileged (fs.pipe-max-size).
+const maxDrain = 1 << 20
+
+// drain reads what the stream holds already, without waiting for more, once
+// waitAtMost has cut the wait: the cut ends the wait for writers outside
+// the run, never the reading of what the run wrote before it. (The reader
+// may not have been scheduled since: a session's grace is 100 ms, and an
+// emulated CPU, or a loaded host, can keep a goroutine waiting longer.) A
+// writer that keeps writing is read up to maxDrain. Every captured stream
+// is an os.Pipe, non-blocking for the runtime's poller, so a read never
+// waits.
+func (c *capture) drain(buf []byte, each func([]byte)) {
+	if c.r.SetReadDeadline(time.Time{}) != nil {
+		return
+	}
+	rc, err := c.r.SyscallConn()
+	if err != nil {
+		return
+	}
+	for read := 0; read < maxDrain; {
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			for {
+				n, rerr = unix.Read(int(fd), buf)
+				if rerr != unix.EINTR {
+					return true // done, data or not: never wait for readiness
+				}
+			}
+		})
+		if err != nil || rerr != nil || n <= 0 {
+			return
+		}
+		c.keep(buf[:n], each)
+		read += n
+	}
 }
 
 // wait returns the captured output once the stream has hit EOF.
