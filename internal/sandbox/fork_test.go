@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -226,20 +227,16 @@ signal.signal(signal.SIGUSR1, done)
 signal.signal(signal.SIGALRM, spin)
 signal.setitimer(signal.ITIMER_REAL, %g)   # after the cell has answered
 `, slow(200*time.Millisecond).Seconds()))
+	// Spinning, not on its way: the file made, its descriptor closed
+	// (close is the handler's last system call), and the process in user
+	// space. A fork that caught it in open or close would find it at a
+	// system call, and go ahead.
 	deadline := time.Now().Add(slow(20 * time.Second))
-	for {
-		f, _, reason, err := parent.OpenFile("spinning", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if reason == "" {
-			f.Close()
-			break
-		}
+	for !spinning(t, parent) {
 		if time.Now().After(deadline) {
 			t.Fatal("the handler did not start between cells")
 		}
-		time.Sleep(10 * time.Millisecond) // polling for a file the sandbox writes
+		time.Sleep(10 * time.Millisecond) // polling for a state the sandbox reaches
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), slow(time.Minute))
 	defer cancel()
@@ -254,6 +251,35 @@ signal.setitimer(signal.ITIMER_REAL, %g)   # after the cell has answered
 	if got := cellOut(t, fork, "print(x + 1)"); got != "2\n" {
 		t.Fatalf("fork printed %q", got)
 	}
+}
+
+// spinning reports whether s's process has made /work/spinning, closed it,
+// and is running in user space (see TestSessionForkRefusedBusy).
+func spinning(t *testing.T, s *Session) bool {
+	t.Helper()
+	f, _, reason, err := s.OpenFile("spinning", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reason != "" {
+		return false
+	}
+	f.Close()
+	pid := s.w.jobPid
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); strings.HasSuffix(target, "/spinning") {
+			return false
+		}
+	}
+	sc, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.HasPrefix(string(sc), "running")
 }
 
 // A fork is made on its parent's zygote: a session started on another
