@@ -62,6 +62,7 @@ type Warm struct {
 
 	destroyed sync.Once
 	disk      int64
+	setup     time.Duration // the CPU the cgroup had used when the child was ready
 	// stdin, out and err are boxer's ends of the job's pipes; child holds
 	// the other three ends until they go to the child with its job.
 	stdin *os.File
@@ -198,6 +199,20 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 		return nil, fmt.Errorf("pidfd of warm child's job process: %w", err)
 	}
 	w.job = os.NewFile(uintptr(jobfd), "job-pidfd") // on the runtime's poller: see exitOf
+	// The child is idle from ready on (zygote.py rehearses before it): it
+	// takes a default job's limits, and the CPU its set-up used is read,
+	// here rather than on the job's path, where Run then writes only the
+	// limits a job changes.
+	lim, err := e.JobLimits(boxer.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	if err := w.cg.Set(jobResources(lim)); err != nil {
+		return nil, fmt.Errorf("apply cgroup limits: %w", err)
+	}
+	if w.setup, err = setupCPU(w.cg); err != nil {
+		return nil, err
+	}
 	return w, nil
 }
 
@@ -316,24 +331,12 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 		return nil, fmt.Errorf("open files %d, disk %d bytes: a warm child has its zygote's at most %d and the default %d; run the job cold",
 			lim.OpenFiles, lim.DiskBytes, w.z.nofile, w.disk)
 	}
-	// The program's rlimits are a cold run's: pid 1's real uid is not the
-	// job's, so it does not count against RLIMIT_NPROC. It does count in
-	// the cgroup's pids, as a cold sandbox's pid 1 does.
-	rlimits := e.rlimits(lim)
-	b, err := warm.Job{Form: form.Kind, Target: form.Target, Args: form.Args, Argv0: job.Argv[0], Rlimits: rlimits}.Marshal()
+	b, err := warm.Job{Form: form.Kind, Target: form.Target, Args: form.Args, Argv0: job.Argv[0], Rlimits: e.rlimits(lim)}.Marshal()
 	if err != nil {
 		return nil, err
 	}
-	res := resources(lim)
-	if res.Pids > 0 {
-		res.Pids++
-	}
-	if err := w.cg.Set(res); err != nil {
+	if err := w.cg.Set(jobResources(lim)); err != nil {
 		return nil, fmt.Errorf("apply cgroup limits: %w", err)
-	}
-	setup, err := setupCPU(w.cg)
-	if err != nil {
-		return nil, err
 	}
 	if err := writeFiles(w.work, w.z.userBase+uint32(w.slot), job.Files); err != nil {
 		return nil, err
@@ -367,7 +370,7 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 	if err := w.killRest(); err != nil {
 		return nil, fmt.Errorf("kill warm child's processes: %w", err)
 	}
-	return finish(ctx, e, w.id, w.cg, w.work, io, job, out, wall, setup)
+	return finish(ctx, e, w.id, w.cg, w.work, io, job, out, wall, w.setup)
 }
 
 // exitOf delivers the wait status of the job's process once its pidfd
@@ -499,6 +502,18 @@ func argvBytes(argv []string) int {
 
 // Destroy kills what is left of w and removes its cgroup and work dir. It
 // may be called more than once.
+// jobResources is the cgroup's share of a warm job's limits. The
+// program's rlimits are a cold run's: pid 1's real uid is not the job's,
+// so it does not count against RLIMIT_NPROC. It does count in the
+// cgroup's pids, as a cold sandbox's pid 1 does.
+func jobResources(lim boxer.Limits) cgroup.Resources {
+	res := resources(lim)
+	if res.Pids > 0 {
+		res.Pids++
+	}
+	return res
+}
+
 func (w *Warm) Destroy() { w.destroyed.Do(w.destroy) }
 
 // passesNet reports whether w's network namespace may serve the slot's

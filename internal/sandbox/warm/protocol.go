@@ -69,16 +69,20 @@
 //	                                         caps), seccomp (with a listener
 //	                                         if Config.Listen), clone pid 2
 //	                                         and wait for its exit or exec
-//	                                         pid 2: setsid, setresuid
+//	                                         pid 2: setsid, setresuid,
+//	                                         walks a job's path once
+//	                                         (_rehearse)
 //	                                   <-    Msg OpReady + fd of /work (and
 //	                                         the listener's), with
 //	                                         SCM_CREDENTIALS (pid 2's), or
 //	                                         OpError
 //	answer the listener (IP sockets)
 //	SIGSTOP pid 1 (it stops when it
-//	wakes); pidfd of pid 2                   wait
+//	wakes); pidfd of pid 2; a default
+//	job's cgroup limits; the CPU used        wait
 //	   (a pool keeps it here)
-//	cgroup limits, files via the fd
+//	the job's other limits, files via
+//	the fd
 //	Job + stdin, stdout, stderr        ->    closes the socket, runs the job
 //	                                         in-process, exits
 //	pid 2's pidfd turns readable: its wait status is read from its zombie

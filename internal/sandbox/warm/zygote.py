@@ -426,6 +426,9 @@ def _child(req, job_fd, fprog, drop):
         wfd = _isolate(uid, disk_bytes, inodes)
         listener = _drop(uid, init_uid, fprog)
         _fresh_child()
+        # Before ready: from ready on the child is idle, and boxer reads
+        # the CPU its cgroup has used as the job's starting point.
+        _rehearse()
         # From the job's process: boxer learns its pid from the
         # credentials. The listener goes to boxer alone: a job holding it
         # could answer its own calls.
@@ -433,7 +436,6 @@ def _child(req, job_fd, fprog, drop):
         os.close(wfd)
         if listener >= 0:
             os.close(listener)
-        _rehearse()
         msg, stdio, _, _ = socket.recv_fds(sock, MAX_MSG, 3)
         if not msg or len(stdio) != 3:
             os._exit(0)  # discarded unused
