@@ -101,10 +101,10 @@
 //     (46.6 -> 62.4 jobs/s; the zygote's faults per job fell from 66 to
 //     10, the children's from 617 to 111), and learning the hand-over
 //     too, from 27.0 to 24.8 ms (children's faults 108 -> 74). The
-//     rehearsal then walks the job's path on dummy values while the child
-//     waits, so that the first touches the learning cannot foresee are
-//     paid before the job arrives; it moves CPU off the job's path, and
-//     removing it changed no rate.
+//     rehearsal then walks the job's path on dummy values before the
+//     child says it is ready, so that the first touches the learning
+//     cannot foresee are paid before the job arrives; it moves CPU off
+//     the job's path, and removing it changed no rate.
 //   - The interpreter's code is on huge pages. A forked interpreter
 //     touches hundreds of 4 KiB pages of the executable's code, at 4.5 us
 //     each the first time. The zygote copies the whole 2 MiB blocks of the

@@ -474,7 +474,7 @@ def _rehearse():
     once on dummy values, so that what a freshly forked interpreter pays
     the first time it goes that way (the copy-on-write faults _learn did
     not foresee, and on this VM the first touch of every page) is paid
-    while the child waits, not while the job runs."""
+    before the child is ready, not while the job runs."""
     import io
 
     _job(_marshal_job("file", "main.py", "python", [], [(0, 0, 0)]))
