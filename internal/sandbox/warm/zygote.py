@@ -46,6 +46,11 @@ os.environ.update(dict.fromkeys(_POOLS, "1"))
 _FIRST_USE = {
     "pytest": lambda: ["_pytest." + p for p in sys.modules["_pytest.config"].default_plugins]
     + ["_pytest._argcomplete", "_pytest.config.compat", "pdb"],
+    # The first figure loads the backend; the first savefig, PIL's image
+    # plugins (PIL.Image.preinit).
+    "matplotlib.pyplot": lambda: ["matplotlib.backends.backend_agg", "fractions", "PIL.BmpImagePlugin",
+                                  "PIL.GifImagePlugin", "PIL.JpegImagePlugin", "PIL.PpmImagePlugin",
+                                  "PIL.PngImagePlugin", "PIL.TiffImagePlugin"],
 }
 # A pre-import that is not installed is left out, not fatal: boxer serves
 # with the modules there are and tells the operator what is missing.
