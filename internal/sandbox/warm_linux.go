@@ -203,11 +203,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	// takes a default job's limits, and the CPU its set-up used is read,
 	// here rather than on the job's path, where Run then writes only the
 	// limits a job changes.
-	lim, err := e.JobLimits(boxer.Limits{})
-	if err != nil {
-		return nil, err
-	}
-	if err := w.cg.Set(jobResources(lim)); err != nil {
+	if err := w.cg.Set(z.defaults); err != nil {
 		return nil, fmt.Errorf("apply cgroup limits: %w", err)
 	}
 	if w.setup, err = setupCPU(w.cg); err != nil {
@@ -500,8 +496,6 @@ func argvBytes(argv []string) int {
 	return n
 }
 
-// Destroy kills what is left of w and removes its cgroup and work dir. It
-// may be called more than once.
 // jobResources is the cgroup's share of a warm job's limits. The
 // program's rlimits are a cold run's: pid 1's real uid is not the job's,
 // so it does not count against RLIMIT_NPROC. It does count in the
@@ -514,6 +508,8 @@ func jobResources(lim boxer.Limits) cgroup.Resources {
 	return res
 }
 
+// Destroy kills what is left of w and removes its cgroup and work dir. It
+// may be called more than once.
 func (w *Warm) Destroy() { w.destroyed.Do(w.destroy) }
 
 // passesNet reports whether w's network namespace may serve the slot's

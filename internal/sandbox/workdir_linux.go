@@ -46,9 +46,10 @@ func unmountWork(dir string) error {
 
 // writeFiles places the job's input files in the fresh work dir open at
 // dirfd, created as uid: on the calling goroutine's thread, locked to it
-// while its filesystem uid and gid are uid's. A warm child's work dir belongs to the zygote's user
-// namespace, where boxer's own uid does not exist and the kernel refuses
-// files it would own; created as uid, the files need no chown either.
+// while its filesystem uid and gid are uid's. A warm child's work dir
+// belongs to the zygote's user namespace, where boxer's own uid does not
+// exist and the kernel refuses files it would own; created as uid, the
+// files need no chown either.
 // Nothing runs in the sandbox yet; even so every path is resolved beneath
 // dirfd without following symlinks.
 func writeFiles(dirfd int, uid uint32, files []boxer.File) error {

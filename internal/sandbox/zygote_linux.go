@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"boxer"
 	"boxer/internal/cgroup"
 	"boxer/internal/sandbox/nsinit"
 	"boxer/internal/sandbox/warm"
@@ -71,7 +72,8 @@ type Zygote struct {
 	// last child had, Reset, for the next (see Warm.destroy). freeSlots is
 	// nil once Close has destroyed those cgroups.
 	nslots    int
-	keepNet   bool // see ZygoteConfig.KeepNet
+	keepNet   bool             // see ZygoteConfig.KeepNet
+	defaults  cgroup.Resources // a default job's, which a child takes once ready (Prepare)
 	free      chan struct{}
 	freeMu    sync.Mutex
 	freeSlots []freeSlot
@@ -127,6 +129,10 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	if cfg.Slots < 1 || cfg.Slots >= int(e.cfg.IDSpan/16) {
 		return nil, fmt.Errorf("zygote: slots %d out of range", cfg.Slots)
 	}
+	defaults, err := e.JobLimits(boxer.Limits{})
+	if err != nil {
+		return nil, fmt.Errorf("zygote: the default job limits: %w", err)
+	}
 	block := -1
 	for k := range e.zygoteIDs {
 		if e.zygoteIDs[k].TryLock() {
@@ -180,11 +186,12 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		nslots: cfg.Slots,
 		// Without seccomp nothing tells boxer of a job's IP sockets, and
 		// no namespace is kept.
-		keepNet: cfg.KeepNet && e.ipFilter != nil,
-		free:    make(chan struct{}, cfg.Slots),
-		replies: make(chan warm.Msg, 1),
-		exits:   make(map[int]chan uint32),
-		closed:  make(chan struct{}),
+		keepNet:  cfg.KeepNet && e.ipFilter != nil,
+		defaults: jobResources(defaults),
+		free:     make(chan struct{}, cfg.Slots),
+		replies:  make(chan warm.Msg, 1),
+		exits:    make(map[int]chan uint32),
+		closed:   make(chan struct{}),
 	}
 	z.dead, z.markDead = context.WithCancel(context.Background())
 	defer func() {
