@@ -256,7 +256,8 @@ type Job struct {
 // Marshal encodes j as the child reads it (_job): form, target, argv0, the
 // number of rlimits, each rlimit's resource, cur and max in decimal, then
 // the args, each field ended by a NUL. Not JSON: the child decodes it in
-// the job's wall time, where json.loads cost 0.3 ms on a 2026 VM. A NUL in
+// the job's wall time, where splitting bytes touches fewer cold pages than
+// json.loads (a paced warm run's p50 2.15 -> 2.10 ms, 2026-12-07). A NUL in
 // a string is an error, as in an argument to exec.
 func (j Job) Marshal() ([]byte, error) {
 	n := 32 * (len(j.Rlimits) + 1)
