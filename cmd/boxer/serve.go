@@ -107,7 +107,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.bytes(&c.Pool.ZygoteMemoryBytes, "pool-zygote-memory", "BOXER_POOL_ZYGOTE_MEMORY", 1<<30, "memory limit of each of the warm pool's zygotes (the pre-imports)")
 
 	a := &c.API
-	exec, run := api.DefaultExecLimits(), sandbox.Config{}.WithDefaults().Limits
+	exec, run := api.DefaultExecLimits(), api.DefaultRunLimits()
 	ef.float(&a.ExecLimits.CPUs, "exec-cpus", "BOXER_EXEC_CPUS", exec.CPUs, "CPU limit of /v1/exec runs, in cores")
 	ef.bytes(&a.ExecLimits.MemoryBytes, "exec-memory", "BOXER_EXEC_MEMORY", exec.MemoryBytes, "memory limit of /v1/exec runs")
 	ef.duration(&a.ExecLimits.WallTime, "exec-timeout", "BOXER_EXEC_TIMEOUT", exec.WallTime, "wall-clock limit of /v1/exec runs")

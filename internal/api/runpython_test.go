@@ -86,7 +86,7 @@ func TestRunPythonJob(t *testing.T) {
 				Runtime: "python",
 				Argv:    []string{"python", "main.py"},
 				Files:   []boxer.File{{Path: "main.py", Content: []byte("print('hello world')")}},
-				Limits:  boxer.DefaultLimits(),
+				Limits:  DefaultRunLimits(),
 			},
 		},
 		{

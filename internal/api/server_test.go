@@ -270,6 +270,11 @@ func TestConfigDefaults(t *testing.T) {
 	if c.ExecLimits.CPUs != 0.5 || c.ExecLimits.MemoryBytes != 512<<20 || c.ExecLimits.WallTime.Seconds() != 30 {
 		t.Errorf("exec limits = %+v, want the seed's 0.5 CPU, 512 MiB, 30 s", c.ExecLimits)
 	}
+	wantRun := c.ExecLimits
+	wantRun.CPUs = 1
+	if c.RunLimits != wantRun {
+		t.Errorf("run limits = %+v, want exec's but a whole CPU", c.RunLimits)
+	}
 	if c.MaxCodeBytes != 65536 || c.NodeTimeout != 30*time.Second || c.JobRetention.Hours() != 24 || c.Slots < 1 || c.Queue != 1024 || c.QueueBytes != 256<<20 || c.MaxQueueWait != 10*time.Second {
 		t.Errorf("defaults = %+v", c)
 	}
