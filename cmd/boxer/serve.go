@@ -23,6 +23,7 @@ import (
 	"boxer/internal/mcpserver"
 	"boxer/internal/pool"
 	"boxer/internal/sandbox"
+	"boxer/internal/sandbox/warm"
 	"boxer/internal/session"
 	"boxer/internal/store"
 	"boxer/internal/web"
@@ -102,6 +103,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.list(&c.Pool.PreImports, "pool-preimport", "BOXER_POOL_PREIMPORT", "numpy,pandas,matplotlib.pyplot,pytest", "modules imported once and shared by every warm run (and matplotlib's font cache built once); a job goes to them when its code or its -m module names one")
 	ef.list(&c.Pool.LeanPreImports, "pool-lean-preimport", "BOXER_POOL_LEAN_PREIMPORT", "json", "modules every zygote imports, the lean one too: cheap to hold and imported by much of what agents run (json brings re, enum and collections)")
 	ef.boolean(&c.Pool.Lean, "pool-lean", "BOXER_POOL_LEAN", true, "also keep a zygote without the pre-imports, for runs whose code names none of them (cheaper per run)")
+	ef.list(&c.Pool.OwnLanes, "pool-own-lane", "BOXER_POOL_OWN_LANE", "pytest,matplotlib.pyplot", "pre-imports that get a zygote of their own with --pool-lean, whose children copy the pages the module's first use writes before their run (a pytest run, a chart; each child holds that much more memory); one of "+strings.Join(warm.Samples, ", "))
 	ef.integer(&c.RotateAfter, "pool-rotate-after", "BOXER_POOL_ROTATE_AFTER", 1000, "replace each of the warm pool's zygotes after this many sandboxes (fresh hash seed, stack canary, address layout); 0: never")
 	ef.boolean(&c.Pool.KeepNetns, "pool-keep-netns", "BOXER_POOL_KEEP_NETNS", true, "keep a warm slot's network namespace for its next job when the last made no IP socket and left it untouched (about 15% more throughput); false: a new namespace for every job")
 	ef.bytes(&c.Pool.ZygoteMemoryBytes, "pool-zygote-memory", "BOXER_POOL_ZYGOTE_MEMORY", 1<<30, "memory limit of each of the warm pool's zygotes (the pre-imports)")

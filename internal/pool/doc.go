@@ -203,6 +203,26 @@
 // imported pytest took 365; _learn's sample (print(2+2)) does not teach
 // the zygote those pages, and pinning them would cost every child of that
 // zygote some 8 MiB copied at each fork.
+//
+// Hence the own lanes (OwnLanes: pytest and matplotlib.pyplot by default,
+// with Lean). Each is a zygote of its own holding the lean pre-imports and
+// that one module, which learns the pages the module's first use writes
+// (a small pytest run; a line chart saved as a PNG: _SAMPLES in
+// zygote.py) on top of print(2+2)'s; each of its children copies them
+// while it is being prepared, before any job is known, so the job does not
+// fault on them one at a time. A job goes there when it names the module
+// and no pre-import that zygote does not hold (matplotlib brings numpy,
+// pytest brings json: a chart that names numpy too still goes to the
+// chart lane); a job that names more goes to the zygote with all the
+// pre-imports, as before. Measured on 2026-12-07 on this VM, where a
+// copy-on-write fault costs some 50 us of the job's CPU: in a warm child
+// of the zygote with every pre-import, a first pytest.main took 2,270
+// faults and 140 ms, a second one in the same child 35 ms. Through
+// /v1/run-python with cpus 2, nine interleaved runs each, seed 004's
+// pytest job went from a median of 201 to 76 ms of CPU on its own lane,
+// and its chart from 261 to 145 ms. The price: the children of an own
+// lane copy those pages (11 to 14 MiB) at each preparation, and the
+// zygotes themselves hold some 30 (pytest) and 70 MiB (matplotlib) more.
 // Both zygotes also hold the lean pre-imports (--pool-lean-preimport,
 // json by default, which brings re, enum, collections and functools):
 // under 1 MiB more in the lean zygote, and the import of json is most of
@@ -272,7 +292,8 @@
 //   - it keeps between Min and Max children ready in each zygote, aiming
 //     at Min plus the jobs in flight, refilling in the background;
 //   - with Lean, jobs whose code names no pre-import go to a second
-//     zygote without them;
+//     zygote without them, and jobs that name an own lane's module (and
+//     nothing that lane's zygote lacks) to that lane;
 //   - a job takes a ready child, or prepares one inline when none is ready
 //     (still far cheaper than a cold sandbox);
 //   - a job whose command or limits cannot run warm (interpreter flags, a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"boxer"
 	"boxer/internal/sandbox"
+	"boxer/internal/sandbox/warm"
 )
 
 // Config shapes the pool. The zero value is a disabled pool.
@@ -29,6 +31,15 @@ type Config struct {
 	// whose code names none of them (see names). Its children cost less
 	// CPU to make and to end; with no pre-imports it changes nothing.
 	Lean bool
+	// OwnLanes are pre-imports that each get a lane of their own when Lean
+	// is on: a zygote holding the lean pre-imports and that module, which
+	// learns the pages the module's first use writes (sandbox.ZygoteConfig's
+	// Learn), so that each of its children copies them while it is being
+	// prepared instead of one fault at a time in its job. Each must be one
+	// of warm.Samples; one that is not among PreImports gets no lane. A job
+	// goes there when it names that module and no pre-import the lane's
+	// zygote does not hold (see laneFor).
+	OwnLanes []string
 	// LeanPreImports are imported by every zygote, the lean one too:
 	// modules cheap to hold that much of the code jobs run imports. They
 	// do not route a job (see doc.go).
@@ -63,6 +74,11 @@ func (c Config) Validate() error {
 	if c.Min < 0 || c.Max < 0 || (c.Min > 0 && c.Max < c.Min) {
 		return errors.New("pool: want 0 <= min <= max")
 	}
+	for _, m := range c.OwnLanes {
+		if !slices.Contains(warm.Samples, m) {
+			return fmt.Errorf("pool: a lane of its own for %q: want one of %v", m, warm.Samples)
+		}
+	}
 	return nil
 }
 
@@ -73,10 +89,11 @@ type Pool struct {
 	cfg Config
 	log *slog.Logger
 
-	// lanes[0] has the pre-imports; lanes[1], if Lean, has none.
+	// lanes[0] has the pre-imports; lanes[1], if Lean, has none; the
+	// others are OwnLanes'.
 	lanes []*lane
-	// topNames are the pre-imports' top-level package names, which send
-	// a job to lanes[0].
+	// topNames are the pre-imports' top-level package names: a job that
+	// names one goes to lanes[0] or an own lane (see laneFor).
 	topNames []string
 
 	// missingMu guards missing: the pre-imports found not installed, each
@@ -106,9 +123,14 @@ type lane struct {
 	p          *Pool
 	name       string
 	preImports []string
-	ready      chan Unit     // prepared children, at most Max
-	wake       chan struct{} // nudges the refiller
-	served     atomic.Int64  // jobs run on its children
+	learn      []string // its zygote's ZygoteConfig.Learn
+	// holds are the pre-imports' top-level names its zygote holds, once
+	// started (an own lane's module may bring another: matplotlib brings
+	// numpy); nil for lanes[0] and lanes[1], which laneFor does not ask.
+	holds  []string
+	ready  chan Unit     // prepared children, at most Max
+	wake   chan struct{} // nudges the refiller
+	served atomic.Int64  // jobs run on its children
 
 	mu       sync.Mutex
 	zyg      *sandbox.Zygote // nil while (re)starting
@@ -127,27 +149,42 @@ func New(ctx context.Context, eng *sandbox.Engine, cfg Config, log *slog.Logger)
 	if cfg.Min == 0 {
 		return p, nil
 	}
-	p.lanes = []*lane{p.newLane("preimports", cfg.AllPreImports())}
+	p.lanes = []*lane{p.newLane("preimports", cfg.AllPreImports(), nil)}
 	if cfg.Lean && len(cfg.PreImports) > 0 {
-		p.lanes = append(p.lanes, p.newLane("lean", cfg.LeanPreImports))
+		p.lanes = append(p.lanes, p.newLane("lean", cfg.LeanPreImports, nil))
 		for _, m := range cfg.PreImports {
-			top, _, _ := strings.Cut(m, ".")
-			if top != "" && !slices.Contains(p.topNames, top) {
+			if top := topName(m); top != "" && !slices.Contains(p.topNames, top) {
 				p.topNames = append(p.topNames, top)
 			}
 		}
-	}
-	for _, l := range p.lanes {
-		z, err := l.startZygote(ctx)
-		if err != nil {
-			for _, started := range p.lanes {
-				if started.zyg != nil {
-					started.zyg.Close()
-				}
+		for _, m := range cfg.OwnLanes {
+			if slices.Contains(cfg.PreImports, m) {
+				p.lanes = append(p.lanes, p.newLane(m, append(slices.Clone(cfg.LeanPreImports), m), []string{m}))
 			}
-			return nil, err
 		}
-		l.zyg = z
+	}
+	// The zygotes start side by side: each takes from a fraction of a
+	// second to a few seconds, mostly importing and learning on one CPU.
+	errs := make([]error, len(p.lanes))
+	var started sync.WaitGroup
+	for i, l := range p.lanes {
+		started.Go(func() { l.zyg, errs[i] = l.startZygote(ctx) })
+	}
+	started.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, l := range p.lanes {
+			if l.zyg != nil {
+				l.zyg.Close()
+			}
+		}
+		return nil, err
+	}
+	for _, l := range p.lanes[min(2, len(p.lanes)):] {
+		for _, m := range l.zyg.Preimported {
+			if top := topName(m); slices.Contains(p.topNames, top) && !slices.Contains(l.holds, top) {
+				l.holds = append(l.holds, top)
+			}
+		}
 	}
 	for _, l := range p.lanes {
 		p.closed.Add(1)
@@ -156,8 +193,8 @@ func New(ctx context.Context, eng *sandbox.Engine, cfg Config, log *slog.Logger)
 	return p, nil
 }
 
-func (p *Pool) newLane(name string, preImports []string) *lane {
-	return &lane{p: p, name: name, preImports: preImports,
+func (p *Pool) newLane(name string, preImports, learn []string) *lane {
+	return &lane{p: p, name: name, preImports: preImports, learn: learn,
 		ready: make(chan Unit, p.cfg.Max), wake: make(chan struct{}, 1)}
 }
 
@@ -165,6 +202,7 @@ func (l *lane) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
 	t := time.Now()
 	z, err := l.p.eng.StartZygote(ctx, sandbox.ZygoteConfig{
 		PreImports:  l.preImports,
+		Learn:       l.learn,
 		Slots:       l.p.cfg.Max,
 		MemoryBytes: l.p.cfg.ZygoteMemoryBytes,
 		KeepNet:     l.p.cfg.KeepNetns,
@@ -189,8 +227,9 @@ func (l *lane) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
 // Enabled reports whether jobs may run warm.
 func (p *Pool) Enabled() bool { return p.cfg.Min > 0 }
 
-// Ready is how many warm sandboxes wait for a job now, by lane
-// ("preimports", and "lean" if the pool keeps one).
+// Ready is how many warm sandboxes wait for a job now, by lane:
+// "preimports", and if the pool keeps them "lean" and each own lane, named
+// by its module.
 func (p *Pool) Ready() map[string]int {
 	out := make(map[string]int, len(p.lanes))
 	for _, l := range p.lanes {
@@ -243,34 +282,59 @@ func (p *Pool) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 }
 
 // laneFor picks the lean lane for a job whose code names none of the
-// pre-imports, and the pre-imports' lane otherwise. The code is read for
-// nothing else, and only to save time: isolation and semantics are the
-// same on both lanes but for sys.modules, which holds the pre-imports'
-// modules on theirs (as the pool's configuration declares). A job that
-// reaches a pre-import without naming it (through __import__ of a built
-// string, or a data file it runs) is routed lean and pays for the import.
+// pre-imports; an own lane for a job that names its module and nothing its
+// zygote does not hold; and the pre-imports' lane otherwise. The code is
+// read for nothing else, and only to save time: isolation and semantics
+// are the same on every lane but for sys.modules, which holds the modules
+// of the pre-imports the lane's zygote holds (as the pool's configuration
+// declares), and at least those the job names. A job that reaches a
+// pre-import without naming it (through __import__ of a built string, or
+// a data file it runs) may run on a lane without it and pay for the
+// import.
 func (p *Pool) laneFor(job *boxer.Job) *lane {
 	if len(p.lanes) == 1 {
 		return p.lanes[0]
 	}
+	var seen []string
 	form, _ := p.eng.WarmForm(job.Argv)
-	if form.Kind != "file" && names([]byte(form.Target), p.topNames) {
-		return p.lanes[0]
+	if form.Kind != "file" {
+		seen = named([]byte(form.Target), p.topNames, seen)
 	}
 	for _, f := range job.Files {
-		if strings.HasSuffix(f.Path, ".py") && names(f.Content, p.topNames) {
-			return p.lanes[0]
+		if strings.HasSuffix(f.Path, ".py") {
+			seen = named(f.Content, p.topNames, seen)
 		}
 	}
-	return p.lanes[1]
+	if len(seen) == 0 {
+		return p.lanes[1]
+	}
+	for _, l := range p.lanes[2:] {
+		if slices.Contains(seen, topName(l.learn[0])) && !slices.ContainsFunc(seen, func(top string) bool {
+			return !slices.Contains(l.holds, top)
+		}) {
+			return l
+		}
+	}
+	return p.lanes[0]
+}
+
+func topName(module string) string {
+	top, _, _ := strings.Cut(module, ".")
+	return top
 }
 
 // names reports whether code contains any of words as a whole
 // identifier: "numpy" in "import numpy as np" or "numpy.random", not in
 // "numpyro" or "my_numpy".
 func names(code []byte, words []string) bool {
+	return len(named(code, words, nil)) > 0
+}
+
+// named returns seen with each of words that code names (see names) and
+// seen does not hold yet appended.
+func named(code []byte, words, seen []string) []string {
 	for _, w := range words {
-		if w == "" {
+		if w == "" || slices.Contains(seen, w) {
 			continue
 		}
 		word := []byte(w)
@@ -281,12 +345,13 @@ func names(code []byte, words []string) bool {
 			}
 			start, end := at+i, at+i+len(w)
 			if (start == 0 || !identByte(code[start-1])) && (end == len(code) || !identByte(code[end])) {
-				return true
+				seen = append(seen, w)
+				break
 			}
 			at = end
 		}
 	}
-	return false
+	return seen
 }
 
 func identByte(b byte) bool {

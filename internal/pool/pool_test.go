@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -261,6 +263,59 @@ func TestLeanPreImports(t *testing.T) {
 	}
 }
 
+// An own lane takes the jobs that name its module and nothing its zygote
+// lacks, and runs them as the other lanes would; its zygote learned the
+// pages pytest's first run writes, and that run left nothing behind.
+func TestOwnLane(t *testing.T) {
+	// pytest brings json with it, not wave.
+	p := newTestPool(t, Config{Min: 1, Max: 2, PreImports: []string{"wave", "json", "pytest"}, Lean: true, OwnLanes: []string{"pytest"}})
+	lanes := map[string]*lane{}
+	for _, l := range p.lanes {
+		lanes[l.name] = l
+	}
+	own, lean := lanes["pytest"], lanes["lean"]
+	if own == nil || !slices.Contains(own.holds, "pytest") || !slices.Contains(own.holds, "json") || slices.Contains(own.holds, "wave") {
+		t.Fatalf("lanes %v, want one named pytest that holds pytest and json, not wave", slices.Collect(maps.Keys(lanes)))
+	}
+	// Its learned pages are print(2+2)'s and pytest's: many more than the
+	// lean zygote's, which learned print(2+2)'s alone.
+	if got, base := own.zyg.LearnedPages, lean.zyg.LearnedPages; got < 2*base {
+		t.Errorf("the pytest lane's zygote learned %d pages, the lean one %d: want at least twice as many", got, base)
+	}
+	const probe = "import os, sys\nprint(sorted(os.listdir('.')), 'pyt' + 'est' in sys.modules, 'wa' + 've' in sys.modules)\n"
+	const test = "def test_one():\n    assert 1 + 1 == 2\n"
+	for _, tc := range []struct {
+		name  string
+		argv  []string
+		files map[string]string
+		lane  string
+		out   string
+	}{
+		{"python -m pytest", []string{"python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_one.py"},
+			map[string]string{"test_one.py": test}, "pytest", "1 passed"},
+		{"names pytest", []string{"python", "main.py"}, map[string]string{"main.py": "# pytest\n" + probe}, "pytest", "['main.py'] True False\n"},
+		{"names pytest and json", []string{"python", "main.py"}, map[string]string{"main.py": "# pytest, json\n" + probe}, "pytest", "['main.py'] True False\n"},
+		{"names pytest and wave", []string{"python", "main.py"}, map[string]string{"main.py": "# pytest, wave\n" + probe}, "preimports", "['main.py'] True True\n"},
+		{"names wave", []string{"python", "main.py"}, map[string]string{"main.py": "# wave\n" + probe}, "preimports", "['main.py'] True True\n"},
+		{"names none", []string{"python", "main.py"}, map[string]string{"main.py": probe}, "lean", "['main.py'] False False\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := &boxer.Job{Argv: tc.argv}
+			for path, content := range tc.files {
+				job.Files = append(job.Files, boxer.File{Path: path, Content: []byte(content)})
+			}
+			before := served(p)[tc.lane]
+			res, err := p.Run(context.Background(), job)
+			if err != nil || res.Status != boxer.StatusOK || res.ExitCode != 0 {
+				t.Fatalf("%v %+v", err, res)
+			}
+			if got := string(res.Stdout.Data); !strings.Contains(got, tc.out) || served(p)[tc.lane] != before+1 {
+				t.Errorf("stdout %q on lane %s (served %d more), want %q there", got, tc.lane, served(p)[tc.lane]-before, tc.out)
+			}
+		})
+	}
+}
+
 // served counts the jobs each lane's children have run, by lane name.
 func served(p *Pool) map[string]int64 {
 	out := make(map[string]int64, len(p.lanes))
@@ -299,7 +354,7 @@ func TestNames(t *testing.T) {
 // no ready child, not a negative number of them.
 func TestTargetNeverNegative(t *testing.T) {
 	p := &Pool{cfg: Config{Min: 2, Max: 4}}
-	l := p.newLane("test", nil)
+	l := p.newLane("test", nil, nil)
 	for inflight, want := range map[int]int{0: 2, 1: 3, 2: 2, 4: 0, 6: 0} {
 		l.inflight = inflight
 		if got := l.target(); got != want {

@@ -33,6 +33,12 @@ type ZygoteConfig struct {
 	// PreImports are modules the zygote imports once, so every job forked
 	// from it starts with them loaded and their pages shared.
 	PreImports []string
+	// Learn are pre-imports (each one of warm.Samples) whose first use
+	// the zygote learns as it learns print(2+2)'s: each child then copies
+	// the pages that use writes before its job, not one fault at a time in
+	// it. Every child pays for that copy, in CPU at its preparation and
+	// in memory, whether its job uses the module or not.
+	Learn []string
 	// Slots bounds the warm children that may exist at once. Default 64.
 	Slots int
 	// MemoryBytes caps the zygote's own cgroup (the interpreter and its
@@ -233,7 +239,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	go z.read()
 
 	wc := warm.Config{Filter: e.filter, SealFilter: e.sealFilter, ProcMasked: nsinit.ProcMasked,
-		ProcReadOnly: nsinit.ProcReadOnly, PreImports: cfg.PreImports}
+		ProcReadOnly: nsinit.ProcReadOnly, PreImports: cfg.PreImports, Learn: cfg.Learn}
 	if z.keepNet {
 		wc.Filter, wc.Listen = e.ipFilter, true
 	}

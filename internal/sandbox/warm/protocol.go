@@ -115,6 +115,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -136,21 +137,43 @@ type Config struct {
 	Listen bool
 	// PreImports are the modules the zygote imports once, before forking.
 	PreImports []string
+	// Learn are pre-imports whose first use the zygote learns too, each
+	// one of Samples: it runs it in a throwaway child, as it runs
+	// print(2+2), and has each child copy the pages it wrote before the
+	// child's job (_learn in zygote.py). A line "+module" each.
+	Learn []string
 }
 
-// Marshal encodes c, or says which pre-import cannot be a line.
+// Samples are the pre-imports whose first use zygote.py knows how to run
+// (its _SAMPLES): a pytest run of a small test file, a matplotlib chart
+// saved as a PNG.
+var Samples = []string{"matplotlib.pyplot", "pytest"}
+
+// Marshal encodes c, or says which pre-import cannot be a line or which
+// module to learn is no pre-import with a sample.
 func (c Config) Marshal() ([]byte, error) {
 	for _, m := range c.PreImports {
-		if m == "" || strings.ContainsAny(m, "\n\x00") {
+		if m == "" || strings.ContainsAny(m, "\n\x00") || strings.HasPrefix(m, "+") {
 			return nil, fmt.Errorf("invalid pre-import %q", m)
+		}
+	}
+	for _, m := range c.Learn {
+		if !slices.Contains(c.PreImports, m) || !slices.Contains(Samples, m) {
+			return nil, fmt.Errorf("cannot learn the first use of %q: want a pre-import among %v", m, Samples)
 		}
 	}
 	listen := ""
 	if c.Listen {
 		listen = "listen"
 	}
-	lines := append([]string{hex.EncodeToString(c.Filter), hex.EncodeToString(c.SealFilter),
-		strings.Join(c.ProcMasked, " "), strings.Join(c.ProcReadOnly, " "), listen}, c.PreImports...)
+	lines := []string{hex.EncodeToString(c.Filter), hex.EncodeToString(c.SealFilter),
+		strings.Join(c.ProcMasked, " "), strings.Join(c.ProcReadOnly, " "), listen}
+	for _, m := range c.PreImports {
+		if slices.Contains(c.Learn, m) {
+			m = "+" + m
+		}
+		lines = append(lines, m)
+	}
 	return []byte(strings.Join(lines, "\n")), nil
 }
 

@@ -42,6 +42,7 @@ for m in sys.argv[3:]:
     except ValueError:
         refused += 1
 print("refused %d" % refused)
+print(json.dumps(sorted(z._SAMPLES), separators=(",", ":")))
 for m in (z._HELLO, z._GO, z._READY, z._FORKED % (12, 3), z._EXITED % (12, 256), z._REFUSED % (31, 0, 0),
           z._FORK_FAILED % (3, 12), json.dumps(z._error(OSError(1, "x"))).encode(),
           json.dumps(z._zygote_ready(["a"], ["b"], 4096, 5, 6)).encode()):
@@ -56,7 +57,7 @@ for m in (z._HELLO, z._GO, z._READY, z._FORKED % (12, 3), z._EXITED % (12, 256),
 		t.Fatalf("%v: %s", err, out)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
-	if len(lines) != 11 {
+	if len(lines) != 12 {
 		t.Fatalf("%d lines: %s", len(lines), out)
 	}
 	var rlimits [][3]uint64
@@ -72,6 +73,10 @@ for m in (z._HELLO, z._GO, z._READY, z._FORKED % (12, 3), z._EXITED % (12, 256),
 	if w := fmt.Sprintf("refused %d", len(bad)); lines[1] != w {
 		t.Errorf("malformed jobs: %s, want %s", lines[1], w)
 	}
+	if w, _ := json.Marshal(Samples); lines[2] != string(w) {
+		t.Errorf("zygote.py has samples %s, Samples declares %s", lines[2], w)
+	}
+	lines = lines[1:]
 	if _, err := (Job{Form: "command", Target: "print(1)\x00", Argv0: "python"}).Marshal(); err == nil {
 		t.Error("a job with a NUL in its code marshalled")
 	}
@@ -90,6 +95,24 @@ for m in (z._HELLO, z._GO, z._READY, z._FORKED % (12, 3), z._EXITED % (12, 256),
 		got, err := Decode([]byte(lines[2+i]))
 		if err != nil || !reflect.DeepEqual(got, w) {
 			t.Errorf("message %s: %+v (%v), want %+v", lines[2+i], got, err, w)
+		}
+	}
+}
+
+// A pre-import whose first use the zygote learns is marked on its line;
+// one that is no pre-import, or has no sample, is refused.
+func TestConfigLearn(t *testing.T) {
+	b, err := Config{PreImports: []string{"json", "pytest"}, Learn: []string{"pytest"}}.Marshal()
+	if err != nil || !strings.HasSuffix(string(b), "\njson\n+pytest") {
+		t.Errorf("config %q (%v), want it to end with json and +pytest", b, err)
+	}
+	for _, c := range []Config{
+		{PreImports: []string{"json"}, Learn: []string{"json"}},
+		{PreImports: []string{"json"}, Learn: []string{"pytest"}},
+		{PreImports: []string{"+json"}},
+	} {
+		if b, err := c.Marshal(); err == nil {
+			t.Errorf("%+v marshalled: %q", c, b)
 		}
 	}
 }

@@ -33,6 +33,7 @@ def _check(ret, step):
 # pinned (see pin), which each child copies itself (see pretouch), as
 # (start, length) ranges and as iovec arrays of at most UIO_MAXIOV entries.
 UNPINNED = ()
+EXTRA = {}
 UNPINNED_IOV = ()
 MADV_POPULATE_WRITE = 23
 UIO_MAXIOV = 1024
@@ -264,6 +265,11 @@ def ranges(pages):
         else:
             out.append((p, mmap.PAGESIZE))
     return out
+
+
+def union(*runs):
+    """The pages of all the runs given, as one tuple of runs."""
+    return tuple(ranges({p for r in runs for first, n in r for p in range(first, first + n, mmap.PAGESIZE)}))
 
 
 HUGE = 2 << 20
