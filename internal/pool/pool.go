@@ -211,6 +211,9 @@ func (l *lane) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
 		l.p.warnMissing(z.Missing)
 		l.p.log.Info("warm pool zygote ready", "lane", l.name, "preimports", l.preImports,
 			"modules_loaded", len(z.Preimported), "learned_pages", z.LearnedPages, "pinned_pages", z.PinnedPages, "huge_text_bytes", z.HugeText, "took", time.Since(t).Round(time.Millisecond))
+		for _, why := range z.Unlearned {
+			l.p.log.Warn("warm pool zygote could not learn a module's first use: its jobs run, at more CPU each", "lane", l.name, "err", why)
+		}
 		switch {
 		case z.LearnedPages == 0:
 			l.p.log.Warn("warm pool zygote learned no pages: every child takes its copy-on-write faults one by one, at more CPU per job "+

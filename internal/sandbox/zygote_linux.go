@@ -90,6 +90,10 @@ type Zygote struct {
 	// zygote went without.
 	Preimported []string
 	Missing     []string
+	// Unlearned are the modules of ZygoteConfig.Learn whose first use
+	// failed in the zygote's sample, each with why: their jobs run as
+	// well, at the CPU of faulting on the pages one at a time.
+	Unlearned []string
 	// LearnedPages counts the pages of the zygote that every child copies
 	// right after its fork: those a sample child wrote in its whole life
 	// (see _learn in zygote.py).
@@ -257,7 +261,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		if m.Op != warm.OpReady {
 			return nil, fmt.Errorf("zygote: got %q, want ready: %s", m.Op, m.Msg)
 		}
-		z.Preimported, z.Missing = m.Preimported, m.Missing
+		z.Preimported, z.Missing, z.Unlearned = m.Preimported, m.Missing, m.Unlearned
 		z.LearnedPages, z.PinnedPages, z.HugeText = m.LearnedPages, m.PinnedPages, m.HugeTextBytes
 		lim.MemoryBytes += int64(cfg.Slots) * int64(m.LearnedPages) * int64(os.Getpagesize())
 		if err := z.sb.cg.Set(resources(lim)); err != nil {

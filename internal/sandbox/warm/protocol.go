@@ -222,10 +222,12 @@ type Msg struct {
 	Pid    int    `json:"pid,omitempty"`
 	Status uint32 `json:"status,omitempty"`
 	// The zygote's OpReady: every module its pre-imports loaded, the
-	// pre-imports it could not import (not installed), and what it did to
-	// make forks cheap (see zygote_speed.py).
+	// pre-imports it could not import (not installed), those of
+	// Config.Learn whose first use failed in its sample (each with why),
+	// and what it did to make forks cheap (see zygote_speed.py).
 	Preimported   []string `json:"preimported,omitempty"`
 	Missing       []string `json:"missing,omitempty"`
+	Unlearned     []string `json:"unlearned,omitempty"`
 	HugeTextBytes int      `json:"huge_text_bytes,omitempty"`
 	LearnedPages  int      `json:"learned_pages,omitempty"`
 	PinnedPages   int      `json:"pinned_pages,omitempty"`

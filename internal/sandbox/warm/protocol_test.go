@@ -45,7 +45,7 @@ print("refused %d" % refused)
 print(json.dumps(sorted(z._SAMPLES), separators=(",", ":")))
 for m in (z._HELLO, z._GO, z._READY, z._FORKED % (12, 3), z._EXITED % (12, 256), z._REFUSED % (31, 0, 0),
           z._FORK_FAILED % (3, 12), json.dumps(z._error(OSError(1, "x"))).encode(),
-          json.dumps(z._zygote_ready(["a"], ["b"], 4096, 5, 6)).encode()):
+          json.dumps(z._zygote_ready(["a"], ["b"], ["c: why"], 4096, 5, 6)).encode()):
     print(m.decode())
 `
 	args := []string{hex.EncodeToString(b)}
@@ -89,7 +89,7 @@ for m in (z._HELLO, z._GO, z._READY, z._FORKED % (12, 3), z._EXITED % (12, 256),
 		{Op: OpError, Msg: "malformed fork request: 31 bytes, 0 descriptors, flags 0x0"},
 		{Op: OpError, ID: 3, Msg: "fork failed: errno 12"},
 		{Op: OpError, Msg: "PermissionError: [Errno 1] x"},
-		{Op: OpReady, Preimported: []string{"a"}, Missing: []string{"b"}, HugeTextBytes: 4096, LearnedPages: 5, PinnedPages: 6},
+		{Op: OpReady, Preimported: []string{"a"}, Missing: []string{"b"}, Unlearned: []string{"c: why"}, HugeTextBytes: 4096, LearnedPages: 5, PinnedPages: 6},
 	}
 	for i, w := range wantMsgs {
 		got, err := Decode([]byte(lines[2+i]))

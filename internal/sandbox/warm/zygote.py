@@ -161,10 +161,10 @@ def _error(e):
     return {"op": "error", "msg": "%s: %s" % (type(e).__name__, e)}
 
 
-def _zygote_ready(preimported, missing, huge, learned, pinned):
+def _zygote_ready(preimported, missing, unlearned, huge, learned, pinned):
     """The zygote's OpReady."""
-    return {"op": "ready", "preimported": preimported, "missing": missing, "huge_text_bytes": huge,
-            "learned_pages": learned, "pinned_pages": pinned}
+    return {"op": "ready", "preimported": preimported, "missing": missing, "unlearned": unlearned,
+            "huge_text_bytes": huge, "learned_pages": learned, "pinned_pages": pinned}
 
 
 def _job(msg):
@@ -815,15 +815,20 @@ def main():
     gc.collect()
     gc.freeze()  # keep the collector off the shared pages in every child
     learned = _learn(fprog, drop)
+    unlearned = []
     for name in _LEARN:
-        if name not in _MISSING:
+        if name in _MISSING:
+            continue
+        try:
             learned = speed.union(learned, _learn(fprog, drop, _SAMPLES[name]))
+        except Exception as e:  # another version's first use, say: its jobs run, and fault as before
+            unlearned.append("%s: %s" % (name, e))
     pinned = speed.pin(learned)
     # Nothing needs io_uring from here on: the seal shuts it for the zygote
     # and every child (see seccomp.ZygoteSealed).
     _install(_filter(bytes.fromhex(_CONFIG[1])), "seal io_uring")
     speed.plan_copies(learned, pinned)
-    _send(CTRL, _zygote_ready(sorted(_PRE), _MISSING, huge, speed.pages(learned), speed.pages(pinned)))
+    _send(CTRL, _zygote_ready(sorted(_PRE), _MISSING, unlearned, huge, speed.pages(learned), speed.pages(pinned)))
     _serve(fprog, drop)
 
 
