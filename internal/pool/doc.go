@@ -260,7 +260,11 @@
 // bench/service show what it costs the others (each of that zygote's
 // children maps its pages). A module that starts threads at import does
 // not belong there: a fork copies only the forking thread, and the zygote
-// is meant to stay one thread (see above).
+// is meant to stay one thread (see above). To give it a lane of its own
+// as well, write its first use as a sample (_SAMPLES in zygote.py, a few
+// files and a command, like pytest's), name it in warm.Samples, and add it
+// to --pool-own-lane; the pool logs how many pages the zygote learned, and
+// bench/jobs is where a job that uses it shows the gain.
 //
 // # What a warm job can tell apart
 //
