@@ -274,10 +274,24 @@ func TestResources(t *testing.T) {
 		t.Fatalf("BOXER_SLOTS: %v", err)
 	}
 	// Each slot's run up to /v1/exec's and /v1/run-python's default
-	// memory (512 MiB), and the warm pool's two zygotes (1 GiB each).
-	need := resource.MustParse(fmt.Sprintf("%dMi", slots*512+2*1024))
+	// memory (512 MiB), and the warm pool's zygotes (boxer serve's
+	// defaults: one with the pre-imports, a lean one, one for each of the
+	// two own lanes, 1 GiB each), with room left over for sessions and
+	// boxer itself.
+	zygotes, zygoteMiB := 4, 1024
+	if v, ok := m.cm.Data["BOXER_POOL_OWN_LANE"]; ok {
+		zygotes = 2 + len(strings.FieldsFunc(v, func(r rune) bool { return r == ',' }))
+	}
+	if v, ok := m.cm.Data["BOXER_POOL_ZYGOTE_MEMORY"]; ok {
+		n, err := strconv.Atoi(strings.TrimSuffix(v, "MiB"))
+		if err != nil || !strings.HasSuffix(v, "MiB") {
+			t.Fatalf("BOXER_POOL_ZYGOTE_MEMORY %q: want a number of MiB", v)
+		}
+		zygoteMiB = n
+	}
+	need := resource.MustParse(fmt.Sprintf("%dMi", slots*512+zygotes*zygoteMiB+1024))
 	if lim := c.Resources.Limits[corev1.ResourceMemory]; lim.Cmp(need) < 0 {
-		t.Errorf("memory limit %s: %d slots and two zygotes need %s", lim.String(), slots, need.String())
+		t.Errorf("memory limit %s: %d slots, %d zygotes of %d MiB and 1 GiB to spare need %s", lim.String(), slots, zygotes, zygoteMiB, need.String())
 	}
 }
 
