@@ -176,9 +176,9 @@
 // without the pre-imports, and a job goes to the zygote with them only if
 // its code (its .py files, or the -c code) names one of their top-level
 // packages as a word. That is the only use made of the job's code, and
-// only for speed: both zygotes give the same isolation and the same
+// only for speed: every zygote gives the same isolation and the same
 // semantics, but for sys.modules holding the declared pre-imports on the
-// one that has them; a job that reaches a pre-import without naming it
+// ones that have them; a job that reaches a pre-import without naming it
 // runs lean and pays for the import, as a cold run would. Pyodide picks
 // the packages to load from a program's imports in the same spirit. In
 // bench/service the same day, throughput went from 0.60-0.64x of bare
@@ -222,8 +222,10 @@
 // pytest job went from a median of 201 to 76 ms of CPU on its own lane,
 // and its chart from 261 to 145 ms. The price: the children of an own
 // lane copy those pages (11 to 14 MiB) at each preparation, and the
-// zygotes themselves hold some 30 (pytest) and 70 MiB (matplotlib) more.
-// Both zygotes also hold the lean pre-imports (--pool-lean-preimport,
+// zygotes themselves hold 28 (pytest) and 64 MiB (matplotlib) of RSS: with
+// the server's defaults, the idle server's process tree went from 197 to
+// 411 MiB of PSS.
+// Every zygote also holds the lean pre-imports (--pool-lean-preimport,
 // json by default, which brings re, enum, collections and functools):
 // under 1 MiB more in the lean zygote, and the import of json is most of
 // what seed 004's bug reproduction cost warm (it went from 8.8 ms, 0.30x a
