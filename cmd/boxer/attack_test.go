@@ -59,13 +59,14 @@ def udp(host, port, fam=socket.AF_INET):
     socket.socket(fam, socket.SOCK_DGRAM).sendto(b"x", (host, port))
 `
 
-// attackServeFlags are /v1/exec's limits (see above), six slots (a
-// probe's three runs, and three more for the probe whose runs must overlap
+// attackServeFlags are /v1/exec's limits (see above), eight slots (a
+// probe's four runs, and four more for the probe whose runs must overlap
 // a second run of their own), a body timeout short enough to wait for, and
-// a pre-import, so that the pool has its two zygotes as it does by
-// default: one with the pre-imports and the lean one.
-var attackServeFlags = []string{"--exec-timeout", fmt.Sprintf("%ds", attackTimeout), "--exec-cpus", "1", "--slots", "6",
-	"--body-timeout", "4s", "--pool-preimport", "csv"}
+// two pre-imports, one with a lane of its own, so that the pool has the
+// kinds of zygote it has by default: one with the pre-imports, the lean
+// one, and an own lane's (pytest, which brings csv but not wave).
+var attackServeFlags = []string{"--exec-timeout", fmt.Sprintf("%ds", attackTimeout), "--exec-cpus", "1", "--slots", "8",
+	"--body-timeout", "4s", "--pool-preimport", "wave,pytest", "--pool-own-lane", "pytest"}
 
 // attackTimeout is every run's wall-clock limit in seconds: under TCG
 // (test/guest) filling a tmpfs or faulting in 512 MiB takes longer than 3
@@ -266,7 +267,7 @@ func describe(o outcome) string {
 // paths are the ways a program reaches a sandbox: a child of the lean
 // zygote, a child of the zygote with the pre-imports (the program names
 // one), and a cold sandbox.
-var paths = []string{"warm", "warm-preimports", "cold"}
+var paths = []string{"warm", "warm-preimports", "warm-own", "cold"}
 
 // runProgram sends code (after the prelude) on path.
 func (a *attacker) runProgram(t *testing.T, path, code string) *reply {
@@ -284,7 +285,9 @@ func programRequest(path, code string) (route, body string) {
 	case "warm-preimports":
 		// A last line that names the pre-import routes the run to its
 		// zygote and moves no line of the probe's.
-		return "/v1/exec", execBody(program + "\n# csv\n")
+		return "/v1/exec", execBody(program + "\n# wave\n")
+	case "warm-own":
+		return "/v1/exec", execBody(program + "\n# pytest\n")
 	}
 	files, _ := json.Marshal(map[string]string{"main.py": program})
 	return "/v1/run-python", `{"files": ` + string(files) + `, "command": ["python", "-u", "main.py"], ` + coldLimits + `}`
@@ -343,8 +346,8 @@ func TestServiceAttacks(t *testing.T) {
 		expect(t, a.runProgram(t, p, "print(1)"), ok("1\n"))
 	}
 	// Each warm path reaches the zygote it is named for.
-	for path, want := range map[string]string{"warm": "False\n", "warm-preimports": "True\n", "cold": "False\n"} {
-		expect(t, a.runProgram(t, path, "print('c' + 'sv' in sys.modules)"), ok(want))
+	for path, want := range map[string]string{"warm": "False False\n", "warm-preimports": "True True\n", "warm-own": "False True\n", "cold": "False False\n"} {
+		expect(t, a.runProgram(t, path, "print('wa' + 've' in sys.modules, 'pyt' + 'est' in sys.modules)"), ok(want))
 	}
 	a.send(t, "/v1/run-python", "", []byte(`{"files": {"main.py": "open('a', 'w').write('a')"}, "artifact_paths": ["a"]}`))
 	a.send(t, "/v1/exec", "", []byte(`{"code": `))
