@@ -167,7 +167,7 @@ func serveFlags(ef *envFlags) *serveConfig {
 	ef.duration(&ss.MaxLifetime, "session-max-lifetime", "BOXER_SESSION_MAX_LIFETIME", session.DefaultMaxLifetime, "a session ends this long after it began, unless its creator asks otherwise")
 	ef.bytes(&ss.Limits.MemoryBytes, "session-memory", "BOXER_SESSION_MEMORY", run.MemoryBytes, "memory limit of a session that does not ask for one")
 	ef.bytes(&ss.MaxLimits.MemoryBytes, "session-max-memory", "BOXER_SESSION_MAX_MEMORY", 2<<30, "the most memory a session may ask for (a default above it is cut to it)")
-	ef.float(&ss.Limits.CPUs, "session-cpus", "BOXER_SESSION_CPUS", run.CPUs, "CPU limit of a session that does not ask for one, in cores")
+	ef.float(&ss.Limits.CPUs, "session-cpus", "BOXER_SESSION_CPUS", boxer.DefaultLimits().CPUs, "CPU limit of a session that does not ask for one, in cores")
 	return c
 }
 

@@ -350,6 +350,19 @@ func TestServeJobReplayAcrossRestart(t *testing.T) {
 
 // TestServeRefusesIncompleteConfig: payments switched on without a payee
 // or facilitator must stop the start with a clear message, not serve free.
+// A run's default CPU is the seed's half core on /v1/exec and in a
+// session, a whole one on /v1/run-python (api.DefaultRunLimits).
+func TestServeDefaultCPUs(t *testing.T) {
+	ef := newEnvFlags("serve", "", io.Discard)
+	c := serveFlags(ef)
+	if !ef.parse(nil) {
+		t.Fatal("no flags: refused")
+	}
+	if got := [3]float64{c.API.ExecLimits.CPUs, c.API.RunLimits.CPUs, c.Sessions.Limits.CPUs}; got != [3]float64{0.5, 1, 0.5} {
+		t.Errorf("exec, run-python and session CPUs %v, want [0.5 1 0.5]", got)
+	}
+}
+
 func TestServeRefusesIncompleteConfig(t *testing.T) {
 	bin := boxerBin(t)
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--state-dir", stateDir(t), "--data-dir", t.TempDir(), "--payments", "x402")
