@@ -467,3 +467,38 @@ func TestServeSessionLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestServeDefaultPoolRotatesBesideSessions: with the pool's default
+// lanes (the pre-imports, the lean one, pytest's and matplotlib's), every
+// lane's zygote is replaced while the old one still serves, and a session
+// starts its own zygote meanwhile: the engine has ids for all of them.
+func TestServeDefaultPoolRotatesBesideSessions(t *testing.T) {
+	s := startServe(t, boxerBin(t), stateDir(t), t.TempDir(), "--pool-preimport", "numpy,pandas,matplotlib.pyplot,pytest",
+		"--pool-min", "1", "--pool-rotate-after", "2")
+	// One run a lane: its refill then forks the lane's second child, and
+	// the lane rotates.
+	for _, code := range []string{"print(4)", "import pandas; print(4)", "import pytest; print(4)", "import matplotlib; print(4)"} {
+		status, _, m := s.post("/v1/exec", fmt.Sprintf(`{"code": %q}`, code))
+		if status != 200 || field(m, "result", "stdout") != "4\n" {
+			t.Fatalf("%q: %d %v", code, status, m)
+		}
+	}
+	id := s.newSession(`{}`)
+	status, m := s.sessionExec(id, "2 + 2", 0)
+	wantCell(t, status, m, map[string]any{"status": "ok", "value": "4"})
+	rotated := map[string]bool{}
+	waitFor(t, "every lane rotated", func() bool {
+		for _, line := range strings.Split(s.log.String(), "\n") {
+			if strings.Contains(line, `"msg":"zygote rotated"`) {
+				var l struct{ Lane string }
+				if json.Unmarshal([]byte(line), &l) == nil {
+					rotated[l.Lane] = true
+				}
+			}
+			if strings.Contains(line, "live already") {
+				t.Fatalf("the engine ran out of zygote ids: %s", line)
+			}
+		}
+		return len(rotated) == 4
+	})
+}

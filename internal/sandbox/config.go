@@ -45,8 +45,8 @@ type Config struct {
 	// IDBase is the first host uid/gid given to sandboxes, and IDSpan how
 	// many the engine uses from there. The lower half is the cold
 	// sandboxes': each live one takes two consecutive ids (its root, its
-	// program) from [IDBase, IDBase+2*MaxSandboxes). Each of up to four
-	// live zygotes takes an eighth of the span in the upper half. Nothing
+	// program) from [IDBase, IDBase+2*MaxSandboxes). Each of up to sixteen
+	// live zygotes takes a 32nd of the span in the upper half. Nothing
 	// else on the host should use them. The default base is 1,500,000,000
 	// for the default state dir and, for any other, a block of 65,536 ids
 	// above it chosen by the state dir's hash, so that two instances on one

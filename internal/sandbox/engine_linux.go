@@ -41,10 +41,13 @@ type Engine struct {
 	// host are boxer's own hard rlimits, read in New: no sandbox gets more.
 	host hostRlimits
 
-	// zygoteIDs[k] is held while a zygote owns id block k. There are four,
-	// in the upper half of the engine's ids: two pool lanes, each of which
-	// may start a fresh zygote while the one it replaces still serves.
-	zygoteIDs [4]sync.Mutex
+	// zygoteIDs[k] is held while a zygote owns id block k. There are
+	// sixteen, in the upper half of the engine's ids: by default the pool
+	// has four lanes (the pre-imports, the lean one and two own lanes),
+	// each of which may start a fresh zygote while the one it replaces
+	// still serves, and sessions have one; the rest is room for more own
+	// lanes.
+	zygoteIDs [16]sync.Mutex
 }
 
 var _ boxer.Runner = (*Engine)(nil)

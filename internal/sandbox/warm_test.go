@@ -684,10 +684,11 @@ func TestZygoteStdoutHeldAcrossGC(t *testing.T) {
 	}
 }
 
-// Up to four zygotes live at once (two pool lanes, each rotating), each
-// with host ids of its own: no two share a uid, and none reaches the cold
-// sandboxes' ids or past the engine's span, the default one or the least.
-// A fifth is refused, and so are more slots than a block holds.
+// Up to sixteen zygotes live at once (the pool's four lanes, each
+// rotating, sessions' and room to spare), each with host ids of its own:
+// no two share a uid, and none reaches the cold sandboxes' ids or past the
+// engine's span, the default one or the least. A seventeenth is refused,
+// and so are more slots than a block holds.
 func TestZygoteIDBlocks(t *testing.T) {
 	for _, idSpan := range []uint32{0, minIDSpan} {
 		t.Run(fmt.Sprint("span=", idSpan), func(t *testing.T) {
@@ -698,7 +699,7 @@ func TestZygoteIDBlocks(t *testing.T) {
 }
 
 func testZygoteIDBlocks(t *testing.T, e *Engine) {
-	slots := int(e.cfg.IDSpan/16 - 1)
+	slots := int(e.cfg.IDSpan/64 - 1)
 	if _, err := e.StartZygote(context.Background(), ZygoteConfig{Slots: slots + 1}); err == nil || !strings.Contains(err.Error(), "out of range") {
 		t.Fatalf("%d slots: %v, want out of range", slots+1, err)
 	}
@@ -713,7 +714,7 @@ func testZygoteIDBlocks(t *testing.T, e *Engine) {
 		spans = append(spans, span{z.userBase, z.userBase + 2*uint32(slots) - 1}) // a job's uid and its pid 1's per slot
 	}
 	if _, err := e.StartZygote(context.Background(), ZygoteConfig{Slots: 1}); err == nil || !strings.Contains(err.Error(), "live already") {
-		t.Fatalf("a fifth zygote: %v, want refused", err)
+		t.Fatalf("a seventeenth zygote: %v, want refused", err)
 	}
 	coldTop, engineTop := e.cfg.IDBase+2*uint32(e.cfg.MaxSandboxes), e.cfg.IDBase+e.cfg.IDSpan
 	for i, a := range spans {

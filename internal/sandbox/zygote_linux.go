@@ -39,7 +39,9 @@ type ZygoteConfig struct {
 	// it. Every child pays for that copy, in CPU at its preparation and
 	// in memory, whether its job uses the module or not.
 	Learn []string
-	// Slots bounds the warm children that may exist at once. Default 64.
+	// Slots bounds the warm children that may exist at once. Default 64,
+	// or as many as the engine's id span has room for where that is fewer
+	// (see StartZygote).
 	Slots int
 	// MemoryBytes caps the zygote's own cgroup (the interpreter and its
 	// pre-imports; each child is charged to its own). Default 1 GiB. The
@@ -127,16 +129,17 @@ type Zygote struct {
 }
 
 // StartZygote starts a zygote sandbox and waits until its pre-imports are
-// done. At most four zygotes may be live per engine, each owning a block
-// of ids above the cold sandboxes'.
+// done. At most sixteen zygotes may be live per engine, each owning a
+// block of ids above the cold sandboxes', and so at most IDSpan/64 - 1
+// slots (1,023 with the default span, 63 with the least).
 func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, retErr error) {
 	if cfg.Slots == 0 {
-		cfg.Slots = 64
+		cfg.Slots = min(64, int(e.cfg.IDSpan/64)-1)
 	}
 	if cfg.MemoryBytes == 0 {
 		cfg.MemoryBytes = 1 << 30
 	}
-	if cfg.Slots < 1 || cfg.Slots >= int(e.cfg.IDSpan/16) {
+	if cfg.Slots < 1 || cfg.Slots >= int(e.cfg.IDSpan/64) {
 		return nil, fmt.Errorf("zygote: slots %d out of range", cfg.Slots)
 	}
 	defaults, err := e.JobLimits(boxer.Limits{})
@@ -155,8 +158,8 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 	}
 	unlock := e.zygoteIDs[block].Unlock
 	// The cold sandboxes use the lower half of the engine's ids; zygote
-	// block k is the k-th quarter of the upper half.
-	base := e.cfg.IDBase + e.cfg.IDSpan/2 + uint32(block)*e.cfg.IDSpan/8
+	// block k is the k-th sixteenth of the upper half.
+	base := e.cfg.IDBase + e.cfg.IDSpan/2 + uint32(block)*e.cfg.IDSpan/32
 	// Each slot has two uids: its job's, UID+slot, and its pid 1's,
 	// UID+Slots+slot (see _drop in zygote.py).
 	ids := idMap{root: base, user: base + 1, users: 2 * cfg.Slots, release: unlock}
