@@ -117,6 +117,30 @@ func TestConfigLearn(t *testing.T) {
 	}
 }
 
+// _read_all gives what a pipe held once its writer is gone, and gives up
+// on a writer that neither writes nor goes (a sample child that hangs).
+func TestZygoteReadAllGivesUp(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	const script = `
+r, w = os.pipe()
+os.write(w, b"x" * 60000)  # within the pipe's buffer: nobody reads yet
+os.close(w)
+print(len(z._read_all(r, 5)))
+r, w = os.pipe()
+os.write(w, b"partial")
+try:
+    z._read_all(r, 0.2)
+except RuntimeError as e:
+    print(e)
+`
+	out, err := runZygoteModule(t, script)
+	if want := "60000\nthe sample child's job ran past 0.2 s\n"; err != nil || string(out) != want {
+		t.Errorf("got %q (%v), want %q", out, err, want)
+	}
+}
+
 // zygote_session.py's messages decode into CellMsg with nothing left
 // over, and a Cell as boxer marshals it is what the kernel runs.
 func TestSessionKernelSpeaksTheProtocol(t *testing.T) {

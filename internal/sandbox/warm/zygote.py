@@ -95,6 +95,7 @@ import select
 import _signal
 import socket
 import struct
+import time
 
 import zygote_speed as speed  # the steps that make forks cheap, apart from those that isolate
 
@@ -560,35 +561,36 @@ def _learn(fprog, drop, sample=_SAMPLE):
     theirs.close()
     ours.settimeout(30)  # the sample's set-up takes milliseconds
     null = os.open("/dev/null", os.O_RDWR)
+    fds = []
+    # Whatever fails, the sample child goes (its pid 1, and with it its
+    # PID namespace) and no descriptor stays open: a sample's failure
+    # leaves the zygote as it was (main goes on without it).
     try:
-        said = ours.recv(MAX_MSG)
-        if said != _HELLO:
-            raise RuntimeError("the sample child said %r, not hello" % said)
-        ours.send(_GO)
-        said, fds, _, _ = socket.recv_fds(ours, MAX_MSG, 2)  # ready, with the work dir (and the listener)
-        for fd in fds[1:]:
-            os.close(fd)  # print(2+2) makes no socket
-        if len(fds) != 1 + _LISTEN:
-            raise RuntimeError("the sample child's set-up failed: %r" % said)
-        os.kill(pid, _signal.SIGSTOP)  # its pid 1, as boxer stops a child's
-        files, form, target, args = sample
-        for name, text in files.items():
-            with open(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fds[0]), "w") as f:
-                f.write(text)
-        os.close(fds[0])
-        limits = [(r, *resource.getrlimit(r)) for r in
-                  (resource.RLIMIT_CORE, resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE, resource.RLIMIT_STACK)]
-        socket.send_fds(ours, [_marshal_job(form, target, "python", args, limits)], [null, null, report_w])
+        try:
+            said = ours.recv(MAX_MSG)
+            if said != _HELLO:
+                raise RuntimeError("the sample child said %r, not hello" % said)
+            ours.send(_GO)
+            said, fds, _, _ = socket.recv_fds(ours, MAX_MSG, 2)  # ready, with the work dir (and the listener)
+            if len(fds) != 1 + _LISTEN:
+                raise RuntimeError("the sample child's set-up failed: %r" % said)
+            os.kill(pid, _signal.SIGSTOP)  # its pid 1, as boxer stops a child's
+            files, form, target, args = sample
+            for name, text in files.items():
+                with open(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fds[0]), "w") as f:
+                    f.write(text)
+            limits = [(r, *resource.getrlimit(r)) for r in
+                      (resource.RLIMIT_CORE, resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE, resource.RLIMIT_STACK)]
+            socket.send_fds(ours, [_marshal_job(form, target, "python", args, limits)], [null, null, report_w])
+        finally:
+            for fd in [null, report_w] + fds:  # the work dir, and the listener (the samples make no socket)
+                os.close(fd)
+            ours.close()
+        data = _read_all(report_r, _SAMPLE_TIMEOUT)
     finally:
-        os.close(null)
-        os.close(report_w)
-        ours.close()
-    data = b""
-    while chunk := os.read(report_r, 1 << 16):
-        data += chunk
-    os.close(report_r)
-    os.kill(pid, _signal.SIGKILL)
-    os.waitpid(pid, 0)
+        os.close(report_r)
+        os.kill(pid, _signal.SIGKILL)
+        os.waitpid(pid, 0)
     at = data.rfind(_REPORT)
     if at < 0:  # the job did not run to its end: neither would any child's
         raise RuntimeError("the sample child's job failed: %r" % data[-2000:])
@@ -601,6 +603,24 @@ def _learn(fprog, drop, sample=_SAMPLE):
 
 
 _REPORT = b"\0boxer-learned\0"  # heads the sample's report, after anything else it wrote to stderr
+# How long a sample's job may run: a chart's takes under a second here,
+# some twenty under TCG (test/guest).
+_SAMPLE_TIMEOUT = 60
+
+
+def _read_all(fd, timeout):
+    """What fd gives until its end, or RuntimeError after timeout seconds."""
+    data, deadline = b"", time.monotonic() + timeout
+    with select.epoll() as poller:  # as _serve waits: the zygote's seccomp policy allows it
+        poller.register(fd, select.EPOLLIN)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not poller.poll(left):
+                raise RuntimeError("the sample child's job ran past %g s" % timeout)
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return data
+            data += chunk
 
 
 def _fork():
