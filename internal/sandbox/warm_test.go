@@ -538,15 +538,25 @@ print("left a daemon", flush=True)
 // A fork request the zygote answers too late leaves no reply behind for
 // the next one: each child is paired with its own exit. Unpaired, the
 // next job would be handed the given-up child's exit (status 0, at once)
-// and answered before it ran.
+// and answered before it ran. The zygote is stopped while boxer waits,
+// so that its reply comes after the wait for certain (with only a short
+// timeout, a reply that won the race was taken, as it should be, and the
+// test failed under load).
 func TestZygoteLateForkReplyDropped(t *testing.T) {
 	e := newTestEngine(t, nil)
 	z := newTestZygote(t, e)
-	forkTimeout = time.Nanosecond // the reply takes a round trip to Python
+	pid := zygotePid(t, z)
+	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	forkTimeout = 100 * time.Millisecond
 	_, err := z.Prepare(context.Background())
 	forkTimeout = setupTimeout
+	if err := unix.Kill(pid, unix.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 	if err == nil || !strings.Contains(err.Error(), "no fork within") {
-		t.Fatalf("Prepare with a fork timeout of 1ns: %v, want the fork timed out", err)
+		t.Fatalf("Prepare with the zygote stopped: %v, want the fork timed out", err)
 	}
 	for i := range 3 {
 		res := runWarm(t, z, pyJob("import time; time.sleep(0.2); print('ran')", boxer.Limits{}))
