@@ -123,7 +123,7 @@ type lane struct {
 	p          *Pool
 	name       string
 	preImports []string
-	learn      []string // its zygote's ZygoteConfig.Learn
+	own        string // an own lane's module, whose first use its zygote learns; "" for the others
 	// holds are the pre-imports' top-level names its zygote holds, once
 	// started (an own lane's module may bring another: matplotlib brings
 	// numpy); nil for lanes[0] and lanes[1], which laneFor does not ask.
@@ -149,9 +149,9 @@ func New(ctx context.Context, eng *sandbox.Engine, cfg Config, log *slog.Logger)
 	if cfg.Min == 0 {
 		return p, nil
 	}
-	p.lanes = []*lane{p.newLane("preimports", cfg.AllPreImports(), nil)}
+	p.lanes = []*lane{p.newLane("preimports", cfg.AllPreImports(), "")}
 	if cfg.Lean && len(cfg.PreImports) > 0 {
-		p.lanes = append(p.lanes, p.newLane("lean", cfg.LeanPreImports, nil))
+		p.lanes = append(p.lanes, p.newLane("lean", cfg.LeanPreImports, ""))
 		for _, m := range cfg.PreImports {
 			if top := topName(m); top != "" && !slices.Contains(p.topNames, top) {
 				p.topNames = append(p.topNames, top)
@@ -159,7 +159,7 @@ func New(ctx context.Context, eng *sandbox.Engine, cfg Config, log *slog.Logger)
 		}
 		for _, m := range cfg.OwnLanes {
 			if slices.Contains(cfg.PreImports, m) {
-				p.lanes = append(p.lanes, p.newLane(m, append(slices.Clone(cfg.LeanPreImports), m), []string{m}))
+				p.lanes = append(p.lanes, p.newLane(m, append(slices.Clone(cfg.LeanPreImports), m), m))
 			}
 		}
 	}
@@ -193,16 +193,20 @@ func New(ctx context.Context, eng *sandbox.Engine, cfg Config, log *slog.Logger)
 	return p, nil
 }
 
-func (p *Pool) newLane(name string, preImports, learn []string) *lane {
-	return &lane{p: p, name: name, preImports: preImports, learn: learn,
+func (p *Pool) newLane(name string, preImports []string, own string) *lane {
+	return &lane{p: p, name: name, preImports: preImports, own: own,
 		ready: make(chan Unit, p.cfg.Max), wake: make(chan struct{}, 1)}
 }
 
 func (l *lane) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
 	t := time.Now()
+	var learn []string
+	if l.own != "" {
+		learn = []string{l.own}
+	}
 	z, err := l.p.eng.StartZygote(ctx, sandbox.ZygoteConfig{
 		PreImports:  l.preImports,
-		Learn:       l.learn,
+		Learn:       learn,
 		Slots:       l.p.cfg.Max,
 		MemoryBytes: l.p.cfg.ZygoteMemoryBytes,
 		KeepNet:     l.p.cfg.KeepNetns,
@@ -223,7 +227,7 @@ func (l *lane) startZygote(ctx context.Context) (*sandbox.Zygote, error) {
 		// children copy the pages while they are prepared. Pinning the
 		// first 8 MiB made pytest jobs no cheaper (machine CPU per job at
 		// concurrency 4, 2026-12-07), so that is expected, not warned of.
-		case z.PinnedPages < z.LearnedPages && len(l.learn) == 0:
+		case z.PinnedPages < z.LearnedPages && l.own == "":
 			l.p.log.Warn("warm pool zygote pinned fewer pages than it learned: each child copies the rest after its fork, at more CPU per job "+
 				"(io_uring disabled or missing, RLIMIT_MEMLOCK too low, or huge pages in the way: see pin in zygote_speed.py)",
 				"lane", l.name, "learned_pages", z.LearnedPages, "pinned_pages", z.PinnedPages)
@@ -317,7 +321,7 @@ func (p *Pool) laneFor(job *boxer.Job) *lane {
 		return p.lanes[1]
 	}
 	for _, l := range p.lanes[2:] {
-		if slices.Contains(seen, topName(l.learn[0])) && !slices.ContainsFunc(seen, func(top string) bool {
+		if slices.Contains(seen, topName(l.own)) && !slices.ContainsFunc(seen, func(top string) bool {
 			return !slices.Contains(l.holds, top)
 		}) {
 			return l

@@ -354,7 +354,7 @@ func TestNames(t *testing.T) {
 // no ready child, not a negative number of them.
 func TestTargetNeverNegative(t *testing.T) {
 	p := &Pool{cfg: Config{Min: 2, Max: 4}}
-	l := p.newLane("test", nil, nil)
+	l := p.newLane("test", nil, "")
 	for inflight, want := range map[int]int{0: 2, 1: 3, 2: 2, 4: 0, 6: 0} {
 		l.inflight = inflight
 		if got := l.target(); got != want {

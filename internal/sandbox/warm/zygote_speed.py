@@ -33,7 +33,6 @@ def _check(ret, step):
 # pinned (see pin), which each child copies itself (see pretouch), as
 # (start, length) ranges and as iovec arrays of at most UIO_MAXIOV entries.
 UNPINNED = ()
-EXTRA = {}
 UNPINNED_IOV = ()
 MADV_POPULATE_WRITE = 23
 UIO_MAXIOV = 1024
@@ -173,8 +172,7 @@ def _vm_pin_kib():
 def unpinned(learned, pinned):
     """The pages of learned that pinned (pieces of them, see _pinnable)
     does not cover, as ranges."""
-    covered = {p for first, n in pinned for p in range(first, first + n, mmap.PAGESIZE)}
-    return tuple(ranges({p for first, n in learned for p in range(first, first + n, mmap.PAGESIZE)} - covered))
+    return tuple(ranges(page_set(learned) - page_set(pinned)))
 
 
 def pages(ranges):
@@ -267,9 +265,14 @@ def ranges(pages):
     return out
 
 
-def union(*runs):
-    """The pages of all the runs given, as one tuple of runs."""
-    return tuple(ranges({p for r in runs for first, n in r for p in range(first, first + n, mmap.PAGESIZE)}))
+def page_set(runs):
+    """The start of each page in runs, (start, length) ranges."""
+    return {p for first, n in runs for p in range(first, first + n, mmap.PAGESIZE)}
+
+
+def union(a, b):
+    """The pages of runs a and b, as one tuple of runs."""
+    return tuple(ranges(page_set(a) | page_set(b)))
 
 
 HUGE = 2 << 20
