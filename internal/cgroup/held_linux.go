@@ -116,10 +116,16 @@ func (h *held) read(file string) (string, error) {
 		if err != nil {
 			return "", newFileError("read", file, err)
 		}
-		if n == 0 {
+		b = append(b, buf[:n]...)
+		// A cgroup file is a kernel seq_file: a read fills the buffer
+		// from a page-sized one of the kernel's, line after line, and
+		// stops short of it only where the file ends (or a line will not
+		// fit in the rest of the kernel's page, and no line of a cgroup
+		// file is near 3 KiB). A short read is the whole file, with no
+		// second call to find the end.
+		if n < len(buf) {
 			return string(b), nil
 		}
-		b = append(b, buf[:n]...)
 	}
 }
 
