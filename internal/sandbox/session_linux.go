@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"sync"
@@ -117,13 +116,10 @@ func (w *Warm) StartSession(lim boxer.Limits) (*Session, error) {
 		return nil, err
 	}
 	w.session = true
-	fds := make([]int, len(w.child))
-	for i, f := range w.child {
-		fds[i] = int(f.Fd())
-	}
-	_, _, err = w.conn.WriteMsgUnix(b, unix.UnixRights(fds...), nil)
+	_, _, err = w.conn.WriteMsgUnix(b, unix.UnixRights(w.child...), nil)
 	// The kernel's own stdio is never read: each cell brings its streams.
-	closeAll(append([]*os.File{w.stdin, w.out, w.err}, w.child...))
+	closeAll([]*os.File{w.stdin, w.out, w.err})
+	closeFDs(w.child)
 	w.stdin, w.out, w.err, w.child = nil, nil, nil, nil
 	if err != nil {
 		return nil, fmt.Errorf("warm child: send session: %w", err)
@@ -195,7 +191,7 @@ func setSessionLimits(w *Warm, lim boxer.Limits) error {
 // sent with it (one left in the queue could be the kernel's own socket,
 // keeping it open after the kernel's death); a message for no running
 // cell is dropped once read.
-func (s *Session) read(conn *net.UnixConn) {
+func (s *Session) read(conn *packetConn) {
 	defer close(s.msgs)
 	buf, oob := make([]byte, maxCellMsg), make([]byte, unix.CmsgSpace(unix.SizeofUcred)+unix.CmsgSpace(64*4))
 	for {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -35,7 +34,7 @@ type Warm struct {
 	id   string
 	slot int
 	cg   cgroup.Cgroup
-	conn *net.UnixConn
+	conn *packetConn
 	work int // dirfd of the child's /work; keeps the tmpfs alive after the child
 	// net holds the child's network namespace, which Destroy keeps for
 	// the slot's next child if the job left it untouched (see heldNet).
@@ -68,7 +67,7 @@ type Warm struct {
 	stdin *os.File
 	out   *os.File
 	err   *os.File
-	child []*os.File
+	child []int
 }
 
 // Prepare forks and isolates a warm child.
@@ -102,8 +101,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("socketpair: %w", err)
 	}
-	childSock := os.NewFile(uintptr(pair[1]), "job")
-	defer childSock.Close()
+	defer unix.Close(pair[1]) // the zygote passes it on to the child
 	if err := unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
 		unix.Close(pair[0])
 		return nil, fmt.Errorf("SO_PASSCRED: %w", err)
@@ -113,32 +111,25 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	if unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, warm.SocketBuffer) != nil {
 		_ = unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_SNDBUF, warm.SocketBuffer)
 	}
-	if w.conn, err = unixConn(pair[0], "job"); err != nil {
+	if w.conn, err = newPacketConn(pair[0], "job"); err != nil {
 		return nil, err
 	}
-	inR, inW, err := os.Pipe()
-	if err != nil {
+	if w.stdin, err = w.pipe(false); err != nil {
 		return nil, err
 	}
-	w.stdin, w.child = inW, append(w.child, inR)
-	outR, outW, err := os.Pipe()
-	if err != nil {
+	if w.out, err = w.pipe(true); err != nil {
 		return nil, err
 	}
-	w.out, w.child = outR, append(w.child, outW)
-	errR, errW, err := os.Pipe()
-	if err != nil {
+	if w.err, err = w.pipe(true); err != nil {
 		return nil, err
 	}
-	w.err, w.child = errR, append(w.child, errW)
-
 	req := warm.ForkRequest{UID: int64(UID + w.slot), InitUID: int64(UID + z.nslots + w.slot), DiskBytes: w.disk, Inodes: e.cfg.TmpInodes}
 	if w.net == nil {
 		req.FreshNet = 1
 	}
 	// The zygote reports pid 1's exit once it has reaped it: the job's
 	// status is its process's (see Run), and Destroy waits for the reap.
-	if w.exited, err = z.fork(req, childSock); err != nil {
+	if w.exited, err = z.fork(req, pair[1]); err != nil {
 		return nil, err
 	}
 	hello, err := w.recv(ctx)
@@ -210,6 +201,17 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// pipe makes a pipe for the job's stdio (see jobPipe), keeping the
+// child's end in w.child, and returns boxer's.
+func (w *Warm) pipe(boxerReads bool) (*os.File, error) {
+	f, fd, err := jobPipe(boxerReads)
+	if err != nil {
+		return nil, err
+	}
+	w.child = append(w.child, fd)
+	return f, nil
 }
 
 // send sends m to the child, with fds if any.
@@ -339,12 +341,8 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 	}
 	io := startIO(w.stdin, w.out, w.err, job.Stdin, lim.OutputBytes, job.Output)
 	w.stdin, w.out, w.err = nil, nil, nil
-	fds := make([]int, len(w.child))
-	for i, f := range w.child {
-		fds[i] = int(f.Fd())
-	}
-	_, _, err = w.conn.WriteMsgUnix(b, unix.UnixRights(fds...), nil)
-	closeAll(w.child)
+	_, _, err = w.conn.WriteMsgUnix(b, unix.UnixRights(w.child...), nil)
+	closeFDs(w.child)
 	w.child = nil
 	if err != nil {
 		return nil, fmt.Errorf("warm child: send job: %w", err)
@@ -525,7 +523,8 @@ func (w *Warm) destroy() {
 	if w.conn != nil {
 		w.conn.Close() // an unused child reads EOF and exits
 	}
-	closeAll(append([]*os.File{w.stdin, w.out, w.err}, w.child...))
+	closeAll([]*os.File{w.stdin, w.out, w.err})
+	closeFDs(w.child)
 	// Closed before pid 1 is killed, so that /work goes with the child's
 	// mount namespace in pid 1's exit, as /tmp and /dev/shm do.
 	if w.work >= 0 {

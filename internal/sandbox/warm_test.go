@@ -69,6 +69,19 @@ func TestWarmSmoke(t *testing.T) {
 	t.Logf("%+v, %d pages learned", res.Timing, z.LearnedPages)
 }
 
+// A job's stdio is blocking, as a shell's is: boxer's ends of the pipes
+// are on its poller, non-blocking, and must not make the job's so, or a
+// program that writes faster than boxer reads gets BlockingIOError.
+func TestWarmStdioBlocking(t *testing.T) {
+	e := newTestEngine(t, nil)
+	z := newTestZygote(t, e)
+	code := "import os, sys\nprint(*(os.get_blocking(fd) for fd in (0, 1, 2)))\nsys.stdout.flush()\nos.write(1, b'x' * (4 << 20))\n"
+	res := runWarm(t, z, &boxer.Job{Argv: []string{"python", "-c", code}, Stdin: []byte("in")})
+	if res.Status != boxer.StatusOK || !strings.HasPrefix(string(res.Stdout.Data), "True True True\nxxx") {
+		t.Fatalf("%s %.40q %q", res.Status, res.Stdout.Data, res.Stderr.Data)
+	}
+}
+
 func init() { zygoteStartTimeout = 20 * time.Second }
 
 // Nothing of one warm job is visible to the next, even when the next
@@ -634,14 +647,14 @@ func TestZygoteRefusesRootUID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	theirs := os.NewFile(uintptr(pair[1]), "child-job")
+	theirs := pair[1]
 	ours, err := unixConn(pair[0], "job")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ours.Close()
 	exit, err := z.fork(warm.ForkRequest{UID: 0, InitUID: 1001, DiskBytes: 1 << 20, Inodes: 16, FreshNet: 1}, theirs)
-	theirs.Close()
+	unix.Close(theirs)
 	if err != nil {
 		t.Fatalf("fork: %v", err)
 	}

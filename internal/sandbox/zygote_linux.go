@@ -368,11 +368,11 @@ func (z *Zygote) deliver(m warm.Msg) {
 // the zygote dies. (The child's pid comes from the child itself, in the
 // credentials of its first message: the zygote's numbers are its own PID
 // namespace's.)
-func (z *Zygote) fork(req warm.ForkRequest, sock *os.File) (<-chan uint32, error) {
+func (z *Zygote) fork(req warm.ForkRequest, sock int) (<-chan uint32, error) {
 	z.forkMu.Lock()
 	defer z.forkMu.Unlock()
 	req.ID = z.forks.Add(1)
-	if _, _, err := z.ctrl.WriteMsgUnix(req.Marshal(), unix.UnixRights(int(sock.Fd())), nil); err != nil {
+	if _, _, err := z.ctrl.WriteMsgUnix(req.Marshal(), unix.UnixRights(sock), nil); err != nil {
 		return nil, fmt.Errorf("zygote: fork request: %w", err)
 	}
 	t := time.NewTimer(forkTimeout)
