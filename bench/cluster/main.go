@@ -208,9 +208,7 @@ func (c *cluster) stop() {
 		c.proxy.Wait()
 	}
 	for _, n := range c.nodes {
-		if n.Cmd.ProcessState == nil {
-			n.Stop()
-		}
+		n.Stop()
 	}
 	if c.drop != nil {
 		c.drop()

@@ -12,6 +12,7 @@ import (
 
 	"boxer"
 	"boxer/internal/api"
+	"boxer/internal/sandbox"
 	"boxer/internal/testenv"
 )
 
@@ -41,7 +42,12 @@ func stateDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	// A server the test killed leaves its runs' work dirs mounted.
+	t.Cleanup(func() {
+		if err := sandbox.RemoveStateDir(dir); err != nil {
+			t.Error(err)
+		}
+	})
 	return dir
 }
 

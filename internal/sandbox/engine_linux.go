@@ -137,21 +137,43 @@ func (e *Engine) openStateDir() error {
 	if err := os.Chmod(e.runsDir, 0o711); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	entries, err := os.ReadDir(e.runsDir)
+	return removeRuns(e.runsDir, func(p string) {
+		e.log.Info("removed a sandbox left by a previous instance", "dir", p)
+	})
+}
+
+// removeRuns removes every run's dir under runsDir, unmounting its work
+// dir first, and calls removed with each.
+func removeRuns(runsDir string, removed func(string)) error {
+	entries, err := os.ReadDir(runsDir)
 	if err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
 	for _, ent := range entries {
-		p := filepath.Join(e.runsDir, ent.Name())
+		p := filepath.Join(runsDir, ent.Name())
 		if err := unmountWork(filepath.Join(p, "work")); err != nil {
 			return fmt.Errorf("clean up %s: %w", p, err)
 		}
 		if err := os.RemoveAll(p); err != nil {
 			return fmt.Errorf("clean up %s: %w", p, err)
 		}
-		e.log.Info("removed a sandbox left by a previous instance", "dir", p)
+		removed(p)
 	}
 	return nil
+}
+
+// RemoveStateDir removes a state dir no boxer uses any more, with the
+// work dirs that one killed mid-run left mounted. (A boxer started on the
+// dir would remove them itself; this is for a dir none will use again,
+// such as a test's.)
+func RemoveStateDir(dir string) error {
+	runs := filepath.Join(dir, "runs")
+	if _, err := os.Stat(runs); err == nil {
+		if err := removeRuns(runs, func(string) {}); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(dir)
 }
 
 // searchable checks that every directory from / to dir lets others through:

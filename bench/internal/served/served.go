@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"boxer/internal/observe"
+	"boxer/internal/sandbox"
 )
 
 // Build builds cmd/boxer into dir and returns the binary's path.
@@ -60,11 +61,16 @@ func Start(bin, dir, name string, extra ...string) (*Server, error) {
 	return &Server{Cmd: cmd, URL: url, Client: &http.Client{Transport: tr}, state: state}, nil
 }
 
-// Stop interrupts the server and waits for it.
+// Stop interrupts the server, waits for it and removes its state dir,
+// with what it left mounted if it was killed.
 func (s *Server) Stop() {
-	s.Cmd.Process.Signal(os.Interrupt)
-	s.Cmd.Wait()
-	os.RemoveAll(s.state)
+	if s.Cmd.ProcessState == nil { // not yet waited for (killed)
+		s.Cmd.Process.Signal(os.Interrupt)
+		s.Cmd.Wait()
+	}
+	if err := sandbox.RemoveStateDir(s.state); err != nil {
+		fmt.Fprintln(os.Stderr, "remove the state dir:", err)
+	}
 }
 
 // Post sends body as JSON to path and returns the decoded answer and the
