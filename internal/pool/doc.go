@@ -299,7 +299,8 @@
 //     at Min plus the jobs in flight, refilling in the background;
 //   - with Lean, jobs whose code names no pre-import go to a second
 //     zygote without them, and jobs that name an own lane's module (and
-//     nothing that lane's zygote lacks) to that lane;
+//     nothing that lane's zygote lacks) to that lane (an own lane whose
+//     module is not installed is not made);
 //   - a job takes a ready child, or prepares one inline when none is ready
 //     (still far cheaper than a cold sandbox);
 //   - a job whose command or limits cannot run warm (interpreter flags, a

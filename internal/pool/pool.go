@@ -179,6 +179,17 @@ func New(ctx context.Context, eng *sandbox.Engine, cfg Config, log *slog.Logger)
 		}
 		return nil, err
 	}
+	// An own lane whose module is not installed would be a second lean
+	// lane: no job goes there (see laneFor), and its zygote and children
+	// hold memory for nothing.
+	p.lanes = slices.DeleteFunc(p.lanes, func(l *lane) bool {
+		if l.own == "" || !slices.Contains(l.zyg.Missing, l.own) {
+			return false
+		}
+		p.log.Info("warm pool: no own lane for a module that is not installed", "module", l.own)
+		l.zyg.Close()
+		return true
+	})
 	for _, l := range p.lanes[min(2, len(p.lanes)):] {
 		for _, m := range l.zyg.Preimported {
 			if top := topName(m); slices.Contains(p.topNames, top) && !slices.Contains(l.holds, top) {

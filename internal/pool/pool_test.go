@@ -15,6 +15,7 @@ import (
 	"boxer"
 	"boxer/internal/sandbox"
 	"boxer/internal/sandbox/nsinit"
+	"boxer/internal/sandbox/warm"
 )
 
 // A sandbox's pid 1 is this test binary started again (see nsinit.Init).
@@ -313,6 +314,29 @@ func TestOwnLane(t *testing.T) {
 				t.Errorf("stdout %q on lane %s (served %d more), want %q there", got, tc.lane, served(p)[tc.lane]-before, tc.out)
 			}
 		})
+	}
+}
+
+// An own lane for a module that is not installed is not made: it would be
+// a second lean lane that no job goes to.
+func TestOwnLaneMissingModule(t *testing.T) {
+	const absent = "boxer_no_such_module"
+	// As if zygote.py knew its first use: it learns none of a missing one.
+	samples := warm.Samples
+	warm.Samples = append(slices.Clone(samples), absent)
+	t.Cleanup(func() { warm.Samples = samples })
+	p := newTestPool(t, Config{Min: 1, Max: 2, PreImports: []string{"json", absent}, Lean: true, OwnLanes: []string{absent}})
+	var names []string
+	for _, l := range p.lanes {
+		names = append(names, l.name)
+	}
+	if !slices.Equal(names, []string{"preimports", "lean"}) {
+		t.Fatalf("lanes %v, want preimports and lean", names)
+	}
+	before := served(p)["preimports"]
+	res, err := p.Run(context.Background(), &boxer.Job{Argv: []string{"python", "-c", "import " + absent}})
+	if err != nil || res.ExitCode != 1 || !strings.Contains(string(res.Stderr.Data), "ModuleNotFoundError") || served(p)["preimports"] != before+1 {
+		t.Fatalf("%v %+v, served on preimports %d", err, res, served(p)["preimports"]-before)
 	}
 }
 
