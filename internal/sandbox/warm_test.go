@@ -550,11 +550,12 @@ print("left a daemon", flush=True)
 
 // A fork request the zygote answers too late leaves no reply behind for
 // the next one: each child is paired with its own exit. Unpaired, the
-// next job would be handed the given-up child's exit (status 0, at once)
-// and answered before it ran. The zygote is stopped while boxer waits,
-// so that its reply comes after the wait for certain (with only a short
-// timeout, a reply that won the race was taken, as it should be, and the
-// test failed under load).
+// next child would be handed the given-up child's exit, which comes as
+// soon as that child finds its socket closed: Destroy would take the
+// child's pid 1 for reaped while it lives (and pass its network namespace
+// on). The zygote is stopped while boxer waits, so that its reply comes
+// after the wait for certain (with only a short timeout, a reply that won
+// the race was taken, as it should be, and the test failed under load).
 func TestZygoteLateForkReplyDropped(t *testing.T) {
 	e := newTestEngine(t, nil)
 	z := newTestZygote(t, e)
@@ -571,11 +572,20 @@ func TestZygoteLateForkReplyDropped(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no fork within") {
 		t.Fatalf("Prepare with the zygote stopped: %v, want the fork timed out", err)
 	}
-	for i := range 3 {
-		res := runWarm(t, z, pyJob("import time; time.sleep(0.2); print('ran')", boxer.Limits{}))
-		if res.Status != boxer.StatusOK || string(res.Stdout.Data) != "ran\n" {
-			t.Fatalf("job %d after the late reply: %s %q %q", i, res.Status, res.Stdout.Data, res.Stderr.Data)
-		}
+	w, err := z.Prepare(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Destroy()
+	// The given-up child exits at once; this one waits for its job.
+	select {
+	case st, ok := <-w.exited:
+		t.Fatalf("the child's exit came while it waits for its job (status %#x, %v): another child's", st, ok)
+	case <-time.After(slow(2 * time.Second)):
+	}
+	res, err := w.Run(context.Background(), pyJob("print('ran')", boxer.Limits{}))
+	if err != nil || res.Status != boxer.StatusOK || string(res.Stdout.Data) != "ran\n" {
+		t.Fatalf("the job after the late reply: %v %+v", err, res)
 	}
 }
 
