@@ -2,7 +2,7 @@
 # Boots Debian's cloud kernels (cgroup v2) in qemu guests and runs boxer's
 # binary and Go test binaries inside them: see test/guest/README.md.
 #
-#   ./test/guest/run.sh [--kernels 6.1,6.12,6.1+systemd] [--suite quick|full] [--cases REGEX] [--verbose] [--keep] [--timeout 8m]
+#   ./test/guest/run.sh [--kernels 6.1,6.12,6.1+systemd] [--suite quick|full|attacks] [--cases REGEX] [--verbose] [--keep] [--timeout 8m]
 #
 # Needs root (apt-get, virtiofsd). Environment: BOXER_GUEST_CACHE (default
 # .cache/guest in the repo), BOXER_GUEST_TIMEOUT (per kernel; 8m quick, 10m
@@ -46,7 +46,7 @@ if [ "$suite" = quick ] && [[ container-userns =~ ${cases:-.} ]]; then
   userns_case=1
   mem=${BOXER_GUEST_MEM:-6G}
 fi
-case "$suite" in quick) : "${timeout:=$((8 + 2 * userns_case))m}" ;; full) : "${timeout:=60m}" ;; *) usage ;; esac
+case "$suite" in quick) : "${timeout:=$((8 + 2 * userns_case))m}" ;; full) : "${timeout:=60m}" ;; attacks) : "${timeout:=30m}" ;; *) usage ;; esac
 [ "$(id -u)" = 0 ] || { echo "guest: run as root (apt-get, virtiofsd)" >&2; exit 1; }
 # Paths travel on the kernel command line, split at whitespace.
 case "$repo$cache$cases" in *[[:space:]]*) echo "guest: the repo and cache paths and --cases may not hold spaces" >&2; exit 1 ;; esac
