@@ -88,11 +88,22 @@ func Snapshot(in Instance) Footprint {
 			}
 			continue
 		}
-		if dir, ok := warmCgroupOf(t, in.CgroupName); ok {
-			if _, err := os.Stat(dir); err == nil {
+		if dir, ok := cgroupOf(t, in.CgroupName); ok {
+			_, err := os.Stat(dir)
+			switch {
+			case err == nil && isWarm(dir):
 				continue
+			case isWarm(dir):
+				t = "a removed warm cgroup"
+			case err != nil:
+				t = "a removed cgroup"
+			default:
+				// A zygote's cgroup (or a running cold run's). The pool
+				// replaces a zygote after so many forks (RotateAfter), and
+				// the fresh one's cgroup has a fresh id: the descriptors
+				// are counted by hierarchy and file, not by id.
+				t = filepath.Join(filepath.Dir(dir), "<id>") + strings.TrimPrefix(t, dir)
 			}
-			t = "a removed warm cgroup"
 		}
 		f.FDs[fdKey(t)]++
 	}
@@ -109,15 +120,16 @@ func empty(dir string) bool {
 	return err == nil && len(strings.TrimSpace(string(b))) == 0
 }
 
-// warmCgroupOf returns the warm slot's cgroup that target, a descriptor's
-// path, is or lies in, below a directory named base.
-func warmCgroupOf(target, base string) (string, bool) {
+// cgroupOf returns the cgroup right below a directory named base (a warm
+// slot's, a zygote's or a run's) that target, a descriptor's path, is or
+// lies in.
+func cgroupOf(target, base string) (string, bool) {
 	if !strings.HasPrefix(target, "/sys/fs/cgroup/") {
 		return "", false
 	}
 	parts := strings.Split(target, "/")
 	for i := 1; i+1 < len(parts); i++ {
-		if parts[i] == base && strings.HasPrefix(parts[i+1], "w") {
+		if parts[i] == base {
 			return strings.Join(parts[:i+2], "/"), true
 		}
 	}

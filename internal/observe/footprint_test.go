@@ -140,3 +140,56 @@ func fakeCgroupBase(t *testing.T, name string) string {
 	t.Cleanup(func() { os.Remove(dir) })
 	return dir
 }
+
+// A zygote's cgroup replaced by a fresh one's (the pool rotates zygotes)
+// is no difference, with as many descriptors held to each; a descriptor
+// held to a zygote's cgroup that is gone is.
+func TestSnapshotZygoteRotated(t *testing.T) {
+	state := t.TempDir()
+	if err := os.Mkdir(filepath.Join(state, "runs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	in := Instance{PID: os.Getpid(), StateDir: state, CgroupName: fmt.Sprintf("observe-test-z-%d", os.Getpid()), IDBase: 4_000_000_000}
+	cg := fakeCgroupBase(t, in.CgroupName)
+	if cg == "" {
+		t.Fatal("no cgroup of its own: run as root")
+	}
+	// zygote makes the cgroup of a zygote with id and holds its
+	// cgroup.procs open, as internal/cgroup's held does.
+	zygote := func(id string) (string, *os.File) {
+		dir := filepath.Join(cg, id)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(dir) })
+		f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return dir, f
+	}
+	oldDir, old := zygote("1f2e3d4c5b6a7980")
+	base := Snapshot(in)
+	old.Close()
+	if err := os.Remove(oldDir); err != nil {
+		t.Fatal(err)
+	}
+	newDir, _ := zygote("0a1b2c3d4e5f6071")
+	if d := Snapshot(in).Diff(base); d != nil {
+		t.Fatalf("a rotated zygote's cgroup: %v", d)
+	}
+	stale, err := os.Open(filepath.Join(newDir, "cgroup.procs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Close()
+	if err := os.Remove(newDir); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"cgroups: 0, was 1", "server descriptors to " + filepath.Join(cg, "<id>") + "/*: 0, was 1",
+		"server descriptors to a removed cgroup: 2, was 0"}
+	if d := Snapshot(in).Diff(base); !slices.Equal(d, want) {
+		t.Fatalf("diff %q, want %q", d, want)
+	}
+}
