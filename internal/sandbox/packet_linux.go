@@ -18,8 +18,9 @@ import (
 // File.Fd takes it off again. Here boxer's end alone is on the poller and
 // the child's end stays a plain, blocking descriptor, as the child needs.
 
-// packetConn is boxer's end of a SOCK_SEQPACKET socket, on the runtime's
-// poller: the part of *net.UnixConn that a warm child's socket uses.
+// packetConn is boxer's end of a SOCK_SEQPACKET socket, a zygote's or a
+// warm child's, on the runtime's poller: the part of *net.UnixConn they
+// use.
 type packetConn struct {
 	f  *os.File
 	rc syscall.RawConn
@@ -69,6 +70,18 @@ func (c *packetConn) WriteMsgUnix(b, oob []byte, _ *net.UnixAddr) (n, oobn int, 
 		return 0, 0, err
 	}
 	return n, len(oob), nil
+}
+
+// Read reads one packet; n is 0 at the peer's close.
+func (c *packetConn) Read(b []byte) (int, error) {
+	n, _, _, _, err := c.ReadMsgUnix(b, nil)
+	return n, err
+}
+
+// Write sends b as one packet.
+func (c *packetConn) Write(b []byte) (int, error) {
+	n, _, err := c.WriteMsgUnix(b, nil, nil)
+	return n, err
 }
 
 func (c *packetConn) SetReadDeadline(t time.Time) error  { return c.f.SetReadDeadline(t) }

@@ -658,7 +658,7 @@ func TestZygoteRefusesRootUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	theirs := pair[1]
-	ours, err := unixConn(pair[0], "job")
+	ours, err := newPacketConn(pair[0], "job")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -668,7 +668,7 @@ func TestZygoteRefusesRootUID(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fork: %v", err)
 	}
-	if err := ours.SetDeadline(time.Now().Add(time.Minute)); err != nil {
+	if err := ours.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 1<<12)

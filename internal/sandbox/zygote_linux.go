@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"runtime"
 	"strings"
@@ -69,7 +68,7 @@ type ZygoteConfig struct {
 type Zygote struct {
 	e        *Engine
 	sb       *sandbox
-	ctrl     *net.UnixConn
+	ctrl     *packetConn
 	nofile   uint64 // the zygote's hard RLIMIT_NOFILE: no warm job may have more
 	userBase uint32 // host id of the zygote's uid UID
 	// nslots is how many child slots z has: a slot's child runs its job
@@ -170,7 +169,7 @@ func (e *Engine) StartZygote(ctx context.Context, cfg ZygoteConfig) (_ *Zygote, 
 		return nil, fmt.Errorf("zygote: socketpair: %w", err)
 	}
 	childEnd := os.NewFile(uintptr(pair[1]), "zygote-ctrl")
-	ctrl, err := unixConn(pair[0], "zygote-ctrl")
+	ctrl, err := newPacketConn(pair[0], "zygote-ctrl")
 	if err != nil {
 		childEnd.Close()
 		unlock()
@@ -513,19 +512,3 @@ func (z *Zygote) releaseSlot(slot int, cg cgroup.Cgroup, net *heldNet) {
 
 // Closed is closed once Close has removed the zygote sandbox.
 func (z *Zygote) Closed() <-chan struct{} { return z.closed }
-
-// unixConn wraps a socket fd as a *net.UnixConn, on the runtime's poller.
-func unixConn(fd int, name string) (*net.UnixConn, error) {
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close() // FileConn dups it
-	c, err := net.FileConn(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		c.Close()
-		return nil, fmt.Errorf("%s: not a unix socket", name)
-	}
-	return uc, nil
-}
