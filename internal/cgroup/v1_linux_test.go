@@ -432,6 +432,38 @@ func TestV1Tasks(t *testing.T) {
 	_ = cmd.Wait()
 }
 
+// A held file longer than held.read's buffer is read whole, in more than
+// one call: cgroup.procs of a cgroup with a few hundred processes.
+func TestV1HeldReadLongFile(t *testing.T) {
+	m := newV1Manager(t)
+	c := create(t, m, "run", Resources{}).(*v1Cgroup)
+	cmd, stdin, out := start(t, true, "sh", "-c", "read x; for i in $(seq 300); do sleep 100 & done; echo started; wait")
+	add(t, c, cmd.Process.Pid)
+	release(t, stdin)
+	if line := readLine(t, out); line != "started" {
+		t.Fatalf("script said %q, want started", line)
+	}
+	defer func() {
+		if err := c.Kill(); err != nil {
+			t.Errorf("Kill: %v", err)
+		}
+		_ = cmd.Wait()
+	}()
+	file := c.file("pids", "cgroup.procs")
+	got, err := c.held.read(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) <= 1024 || got != string(want) {
+		t.Fatalf("held read %d bytes (%d lines), a plain read %d (%d lines); want the same, over 1 KiB",
+			len(got), strings.Count(got, "\n"), len(want), strings.Count(string(want), "\n"))
+	}
+}
+
 func TestV1CPUStats(t *testing.T) {
 	m := newV1Manager(t)
 	c := create(t, m, "run", Resources{})
