@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"os"
+	"sync"
 	"time"
 
 	"boxer"
@@ -20,6 +21,11 @@ type capture struct {
 	done  chan struct{}
 }
 
+// readBufs holds the buffers captures read into: a warm job has two
+// captures, and a fresh 64 KiB buffer each was most of what a job
+// allocated (zeroed, and faulted in again once the scavenger returned it).
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
 // startCapture reads r; each piece kept is also given to each, if not
 // nil, as it is read (see boxer.Job.Output).
 func startCapture(r *os.File, limit int64, each func([]byte)) *capture {
@@ -27,7 +33,9 @@ func startCapture(r *os.File, limit int64, each func([]byte)) *capture {
 	go func() {
 		defer close(c.done)
 		defer r.Close()
-		buf := make([]byte, 64<<10)
+		bp := readBufs.Get().(*[]byte)
+		defer readBufs.Put(bp)
+		buf := *bp
 		for {
 			n, err := r.Read(buf)
 			c.keep(buf[:n], each)
