@@ -11,8 +11,11 @@
 //   - throughput: requests per second at concurrency 16, against bare
 //     python3 spawned back to back on every core, half of that run before
 //     the service's and half after it (target >= 2.5x, no errors), and
-//     the CPU of boxer's own process per request (target <= 0.5 ms); then
-//     the same with `import numpy` (no target);
+//     the CPU of boxer's own process per request, against the CPU of a
+//     bare run (target <= 0.046: issue 20 set 0.5 ms when a bare start
+//     cost 10.9 ms, and a figure holds only as a ratio to the machine's
+//     own baseline; the milliseconds are printed too); then the same with
+//     `import numpy` (no target);
 //   - a concurrency sweep: rate, p50, p99 and errors at 1 to 64;
 //   - warm imports: a script importing numpy and pandas, against the same
 //     script run by bare python3 (target p50 <= 0.1x);
@@ -189,13 +192,15 @@ func run() error {
 	bareCount := before.count + after.count
 	bareRate := float64(bareCount) / (before.took + after.took).Seconds()
 	fmt.Printf("\nthroughput, print(2+2), %v                  CPU per run\n", *duration)
+	bareCPU := (cpu1 - cpu0 + cpu3 - cpu2) / time.Duration(max(bareCount, 1))
+	boxerCPU := (srv2 - srv1) / time.Duration(max(count, 1))
 	fmt.Printf("  bare python3 -c on %d cores      %7.1f/s   %s  (%.1f/s before, %.1f/s after)\n", runtime.NumCPU(), bareRate,
-		ms((cpu1-cpu0+cpu3-cpu2)/time.Duration(max(bareCount, 1))), before.rate(), after.rate())
+		ms(bareCPU), before.rate(), after.rate())
 	fmt.Printf("  POST /v1/exec, concurrency %-3d  %7.1f/s   %s, %d errors\n", *concurrency, rate, ms((cpu2-cpu1)/time.Duration(max(count, 1))), errs)
-	fmt.Printf("    of which the boxer process             %s (the rest: sandboxes, zygote, kernel)\n", ms((srv2-srv1)/time.Duration(max(count, 1))))
+	fmt.Printf("    of which the boxer process             %s (the rest: sandboxes, zygote, kernel)\n", ms(boxerCPU))
 	report("rate / bare rate", rate/bareRate, 2.5, false)
 	report("errors", float64(errs), 0, true)
-	report("boxer CPU per request, ms", float64(srv2-srv1)/1e6/float64(max(count, 1)), 0.5, true)
+	report("boxer CPU / bare CPU", ratio(boxerCPU, bareCPU), 0.046, true)
 
 	// The same with numpy, which the pool pre-imports: the rate against
 	// bare python3 importing it (no target).
