@@ -2,7 +2,7 @@
 # Boots Debian's cloud kernels (cgroup v2) in qemu guests and runs boxer's
 # binary and Go test binaries inside them: see test/guest/README.md.
 #
-#   ./test/guest/run.sh [--kernels 6.1,6.12,6.1+systemd] [--suite quick|full|attacks] [--cases REGEX] [--verbose] [--keep] [--timeout 8m]
+#   ./test/guest/run.sh [--kernels 6.1,6.12,6.1+systemd] [--suite quick|full|attacks|bench] [--cases REGEX] [--verbose] [--keep] [--timeout 8m]
 #
 # Needs root (apt-get, virtiofsd). Environment: BOXER_GUEST_CACHE (default
 # .cache/guest in the repo), BOXER_GUEST_TIMEOUT (per kernel; 8m quick, 10m
@@ -46,7 +46,7 @@ if [ "$suite" = quick ] && [[ container-userns =~ ${cases:-.} ]]; then
   userns_case=1
   mem=${BOXER_GUEST_MEM:-6G}
 fi
-case "$suite" in quick) : "${timeout:=$((8 + 2 * userns_case))m}" ;; full) : "${timeout:=60m}" ;; attacks) : "${timeout:=30m}" ;; *) usage ;; esac
+case "$suite" in quick) : "${timeout:=$((8 + 2 * userns_case))m}" ;; full) : "${timeout:=60m}" ;; attacks) : "${timeout:=30m}" ;; bench) : "${timeout:=40m}"; verbose=1 ;; *) usage ;; esac
 [ "$(id -u)" = 0 ] || { echo "guest: run as root (apt-get, virtiofsd)" >&2; exit 1; }
 # Paths travel on the kernel command line, split at whitespace.
 case "$repo$cache$cases" in *[[:space:]]*) echo "guest: the repo and cache paths and --cases may not hold spaces" >&2; exit 1 ;; esac
@@ -131,6 +131,7 @@ log "building into $work"
 for pkg in internal/cgroup internal/sandbox internal/pool cmd/boxer internal/api; do
   (cd "$repo" && go test -c -o "$work/tests/$(basename "$pkg").test" "./$pkg")
 done
+[ "$suite" = bench ] && (cd "$repo" && go build -o "$work/bin/bench-service" ./bench/service)
 
 # --- container-userns (quick suite): boxer's image as a user-namespaced
 # container runs it (suite.sh). The guest has no overlayfs for Podman's

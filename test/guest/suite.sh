@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cases run inside the test guest, as root, in the guest's own root
 # cgroup (cgroup v2, cpu/memory/pids handed down as systemd would). Usage:
-# suite.sh quick|full|attacks [CASES-REGEX [VERBOSE]], with BOXER_REPO and BOXER_RUN set by the guest's init.
+# suite.sh quick|full|attacks|bench [CASES-REGEX [VERBOSE]], with BOXER_REPO and BOXER_RUN set by the guest's init.
 #
 # Each case prints one line, "PASS <name> (<seconds>s)" or "FAIL <name> ...",
 # then on failure its output indented with "    | ". The last line is the
@@ -322,6 +322,13 @@ attacks)
   # this kernel, cold and warm: 387 s on 6.12 under TCG (75 s on the host),
   # too long for every CI run.
   check go-attacks as_service gotest cmd/boxer -test.timeout 30m -test.run '^TestServiceAttacks$'
+  ;;
+bench)
+  # bench/service on this kernel, on boxer's defaults: its figures are
+  # ratios to a bare python3 measured in the same guest, which under TCG
+  # starts Python some forty times slower than the host (no KVM here).
+  # The case passes if the benchmark runs; its verdicts are in the output.
+  check bench-service as_service env BOXER_BENCH_BIN="$boxer" "$run/bin/bench-service" -duration 60s -n 40 -imports 4 -sweep ''
   ;;
 systemd)
   . "$repo/test/guest/systemd.sh"
