@@ -127,7 +127,7 @@ func (w *Warm) StartSession(lim boxer.Limits) (*Session, error) {
 	s := &Session{w: w, lim: lim, msgs: make(chan warm.CellMsg, maxCellMsgs), dead: make(chan struct{})}
 	s.budget.Store(maxCellBytes)
 	go s.read(w.conn)
-	go s.watch(exitOf(w.job, w.jobPid))
+	go s.watch(exitOf(w.job, w.jobStat))
 	return s, nil
 }
 

@@ -50,11 +50,13 @@ type Warm struct {
 	session bool
 	// pidfd is the child's pid 1, which holds its address space so that
 	// the job's exit is not held up by the teardown, to kill it without the
-	// freezer; job is the job's process, pid 2, and jobPid its pid.
+	// freezer; job is the job's process, pid 2, jobPid its pid and
+	// jobStat its /proc/PID/stat, opened while it waits (see exitOf).
 	pidfd   int
 	initPid int
 	job     *os.File
 	jobPid  int
+	jobStat int
 	// exited receives pid 1's wait status once the zygote has reaped it
 	// (and closes if the zygote dies).
 	exited <-chan uint32
@@ -81,7 +83,7 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 	}
 	e := z.e
 	z.live.Add(1)
-	w := &Warm{z: z, id: "w" + newID(), slot: free.slot, cg: free.cg, net: free.net, work: -1, pidfd: -1, disk: e.cfg.Limits.DiskBytes}
+	w := &Warm{z: z, id: "w" + newID(), slot: free.slot, cg: free.cg, net: free.net, work: -1, pidfd: -1, jobStat: -1, disk: e.cfg.Limits.DiskBytes}
 	defer func() {
 		if retErr != nil {
 			w.Destroy()
@@ -190,6 +192,11 @@ func (z *Zygote) Prepare(ctx context.Context) (_ *Warm, retErr error) {
 		return nil, fmt.Errorf("pidfd of warm child's job process: %w", err)
 	}
 	w.job = os.NewFile(uintptr(jobfd), "job-pidfd") // on the runtime's poller: see exitOf
+	// Opened after the pidfd, which holds the pid: the file is that
+	// process's, whatever its pid comes to mean later.
+	if w.jobStat, err = unix.Open("/proc/"+strconv.Itoa(w.jobPid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		return nil, fmt.Errorf("stat file of warm child's job process: %w", err)
+	}
 	// The child is idle from ready on (zygote.py rehearses before it): it
 	// takes a default job's limits, and the CPU its set-up used is read,
 	// here rather than on the job's path, where Run then writes only the
@@ -350,7 +357,7 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 	w.conn.Close() // the child closed its end too: caller code has no channel to boxer
 	w.conn = nil
 	started := time.Now()
-	out := awaitEnd(ctx, lim.WallTime, exitOf(w.job, w.jobPid), func() { _ = w.cg.Kill() })
+	out := awaitEnd(ctx, lim.WallTime, exitOf(w.job, w.jobStat), func() { _ = w.cg.Kill() })
 	wall := time.Since(started)
 	if out.exited && !out.timedOut && !out.cancelled && out.waitStatus.Signaled() &&
 		out.waitStatus.Signal() == unix.SIGKILL && w.initKilled() {
@@ -370,9 +377,11 @@ func (w *Warm) Run(ctx context.Context, job *boxer.Job) (*boxer.Result, error) {
 // exitOf delivers the wait status of the job's process once its pidfd
 // turns readable, or closes without one if it cannot be read. The process
 // stays a zombie (it has no exit signal, and its parent, pid 1, is stopped
-// and never reaps it), so its status is in /proc/PID/stat, and its pid
-// cannot have been reused; it is reaped with pid 1 (Destroy).
-func exitOf(pidfd *os.File, pid int) <-chan uint32 {
+// and never reaps it), so its status is in its /proc/PID/stat, open at
+// stat since it was ready: read there, not opened after the exit, where
+// the path walk through /proc was a tenth of a millisecond of the
+// answer's wait. It is reaped with pid 1 (Destroy).
+func exitOf(pidfd *os.File, stat int) <-chan uint32 {
 	ch := make(chan uint32, 1)
 	go func() {
 		defer close(ch)
@@ -385,7 +394,7 @@ func exitOf(pidfd *os.File, pid int) <-chan uint32 {
 		if err != nil {
 			return
 		}
-		if ws, ok := zombieStatus(pid); ok {
+		if ws, ok := zombieStatus(stat); ok {
 			ch <- ws
 		}
 	}()
@@ -428,9 +437,10 @@ func (w *Warm) initKilled() bool {
 }
 
 // zombieStatus reads the wait status of an exited, unreaped process: the
-// exit_code field (52nd) of /proc/PID/stat, in wait(2)'s encoding.
-func zombieStatus(pid int) (uint32, bool) {
-	b, err := readProcFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// exit_code field (52nd) of its /proc/PID/stat, open at stat, in wait(2)'s
+// encoding.
+func zombieStatus(stat int) (uint32, bool) {
+	b, err := readProcAt(stat)
 	if err != nil {
 		return 0, false
 	}
@@ -446,18 +456,14 @@ func zombieStatus(pid int) (uint32, bool) {
 	return uint32(v), err == nil
 }
 
-// readProcFile reads a small file of /proc in one read, with plain system
-// calls: os.ReadFile would also try the runtime's poller, stat the file
-// and switch its blocking mode, for each job.
-func readProcFile(name string) ([]byte, error) {
-	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
+// readProcAt reads a small file of /proc, open at fd, afresh from its
+// start in one read, with a plain system call: os.ReadFile would also try
+// the runtime's poller, stat the file and switch its blocking mode, for
+// each job.
+func readProcAt(fd int) ([]byte, error) {
 	b := make([]byte, 1024) // /proc/PID/stat is some 300 bytes
 	for {
-		n, err := unix.Read(fd, b)
+		n, err := unix.Pread(fd, b, 0)
 		if err == unix.EINTR {
 			continue
 		}
@@ -465,7 +471,7 @@ func readProcFile(name string) ([]byte, error) {
 			return nil, err
 		}
 		if n == len(b) {
-			return nil, fmt.Errorf("%s: longer than %d bytes", name, len(b))
+			return nil, fmt.Errorf("longer than %d bytes", len(b))
 		}
 		return b[:n], nil
 	}
@@ -576,6 +582,9 @@ func (w *Warm) destroy() {
 	}
 	if w.job != nil {
 		w.job.Close()
+	}
+	if w.jobStat >= 0 {
+		unix.Close(w.jobStat)
 	}
 	if w.ip != nil {
 		defer w.ip.close() // after the check: its processes are gone

@@ -824,18 +824,30 @@ func TestWarmFormBoundsCommand(t *testing.T) {
 	}
 }
 
-// readProcFile reads a small /proc file whole, and refuses one longer
-// than its buffer rather than return it cut.
-func TestReadProcFile(t *testing.T) {
-	b, err := readProcFile("/proc/self/stat")
-	if err != nil || !strings.HasPrefix(string(b), strconv.Itoa(os.Getpid())+" (") || !strings.HasSuffix(string(b), "\n") {
-		t.Fatalf("/proc/self/stat: %q, %v", b, err)
+// readProcAt reads a small /proc file whole, from its start each time,
+// and refuses one longer than its buffer rather than return it cut.
+func TestReadProcAt(t *testing.T) {
+	open := func(name string) int {
+		t.Helper()
+		fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		return fd
+	}
+	stat := open("/proc/self/stat")
+	for range 2 {
+		b, err := readProcAt(stat)
+		if err != nil || !strings.HasPrefix(string(b), strconv.Itoa(os.Getpid())+" (") || !strings.HasSuffix(string(b), "\n") {
+			t.Fatalf("/proc/self/stat: %q, %v", b, err)
+		}
 	}
 	long, err := os.ReadFile("/proc/self/status")
 	if err != nil || len(long) <= 1024 {
-		t.Fatalf("/proc/self/status is %d bytes (%v): the test needs a file longer than readProcFile's buffer", len(long), err)
+		t.Fatalf("/proc/self/status is %d bytes (%v): the test needs a file longer than readProcAt's buffer", len(long), err)
 	}
-	if b, err := readProcFile("/proc/self/status"); err == nil || !strings.Contains(err.Error(), "longer than") {
+	if b, err := readProcAt(open("/proc/self/status")); err == nil || !strings.Contains(err.Error(), "longer than") {
 		t.Fatalf("/proc/self/status: %d bytes, %v; want refused", len(b), err)
 	}
 }
