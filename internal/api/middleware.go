@@ -152,6 +152,11 @@ func (s *Server) finishRequest(r *http.Request, sw *statusWriter, st *reqState, 
 	if st.outcome == "" {
 		st.outcome = http.StatusText(status)
 	}
+	// The client has its response before the access log and the call
+	// record are written: flushed first, neither costs the caller latency.
+	if !st.deferred && !st.canceled {
+		http.NewResponseController(sw).Flush()
+	}
 	attrs := []slog.Attr{
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
@@ -173,11 +178,6 @@ func (s *Server) finishRequest(r *http.Request, sw *statusWriter, st *reqState, 
 
 	if st.deferred {
 		return
-	}
-	// The client has its response; flush it before the INSERT so the
-	// record costs the caller no latency.
-	if !st.canceled {
-		http.NewResponseController(sw).Flush()
 	}
 	s.recordCall(r, st, start, status, d)
 }
