@@ -88,6 +88,16 @@ func Snapshot(in Instance) Footprint {
 			}
 			continue
 		}
+		if pid, ok := procStatOf(t); ok {
+			// A ready warm child's job process's stat file, held until
+			// Destroy (internal/sandbox's exitOf): the pool's standing
+			// state, counted by whether its process is there, not by pid.
+			if _, err := os.Stat("/proc/" + pid); err == nil {
+				t = "/proc/<live>/stat"
+			} else {
+				t = "/proc/<gone>/stat"
+			}
+		}
 		if dir, ok := cgroupOf(t, in.CgroupName); ok {
 			_, err := os.Stat(dir)
 			switch {
@@ -145,6 +155,17 @@ func netHold(target string) bool {
 	pid, rest, ok := strings.Cut(strings.TrimPrefix(target, "/proc/"), "/")
 	_, err := strconv.Atoi(pid)
 	return ok && err == nil && strings.HasPrefix(target, "/proc/") && strings.HasPrefix(rest, "net/")
+}
+
+// procStatOf returns the pid of target, a descriptor's, if it is a
+// /proc/PID/stat.
+func procStatOf(target string) (string, bool) {
+	pid, ok := strings.CutSuffix(strings.TrimPrefix(target, "/proc/"), "/stat")
+	if !ok || !strings.HasPrefix(target, "/proc/") {
+		return "", false
+	}
+	_, err := strconv.Atoi(pid)
+	return pid, err == nil
 }
 
 // Descriptors maps each open descriptor of process pid to what it refers

@@ -3,6 +3,7 @@ package observe
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -189,6 +190,49 @@ func TestSnapshotZygoteRotated(t *testing.T) {
 	}
 	want := []string{"cgroups: 0, was 1", "server descriptors to " + filepath.Join(cg, "<id>") + "/*: 0, was 1",
 		"server descriptors to a removed cgroup: 2, was 0"}
+	if d := Snapshot(in).Diff(base); !slices.Equal(d, want) {
+		t.Fatalf("diff %q, want %q", d, want)
+	}
+}
+
+// A descriptor to a process's /proc/PID/stat (a ready warm child's job
+// process, see internal/sandbox's exitOf) counts as one to a live
+// process's, whichever process it is; held past the process's end, it is
+// a leak.
+func TestSnapshotProcStat(t *testing.T) {
+	state := t.TempDir()
+	if err := os.Mkdir(filepath.Join(state, "runs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	in := Instance{PID: os.Getpid(), StateDir: state, CgroupName: fmt.Sprintf("observe-test-s-%d", os.Getpid()), IDBase: 4_000_000_000}
+	// child starts a process and holds its stat file open.
+	child := func() (*exec.Cmd, *os.File) {
+		cmd := exec.Command("sleep", "100")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		f, err := os.Open(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return cmd, f
+	}
+	firstCmd, first := child()
+	base := Snapshot(in)
+	first.Close()
+	firstCmd.Process.Kill()
+	firstCmd.Wait()
+	second, _ := child()
+	if d := Snapshot(in).Diff(base); d != nil {
+		t.Fatalf("one process's stat file for another's: %v", d)
+	}
+	second.Process.Kill()
+	second.Wait()
+	// (Wait closed the pidfd exec.Cmd held, which base counted.)
+	want := []string{"server descriptors to /proc/<gone>/stat: 1, was 0", "server descriptors to /proc/<live>/stat: 0, was 1",
+		"server descriptors to anon_inode:[pidfd]: 0, was 1"}
 	if d := Snapshot(in).Diff(base); !slices.Equal(d, want) {
 		t.Fatalf("diff %q, want %q", d, want)
 	}
